@@ -1,0 +1,12 @@
+import { defineConfig } from "vitest/config"
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    // Two cores: integration suites start servers and emulators; keep the pool small.
+    maxWorkers: 2,
+    sequence: { shuffle: false }
+  }
+})
