@@ -7,6 +7,8 @@ export default defineConfig({
     hookTimeout: 30_000,
     // Two cores: integration suites start servers and emulators; keep the pool small.
     maxWorkers: 2,
-    sequence: { shuffle: false }
+    // The JSON report is what .ci/run summarises into its closing "N passed, N failed" line.
+    reporters: ["default", "json"],
+    outputFile: { json: "test-results/vitest.json" }
   }
 })

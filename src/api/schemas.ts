@@ -1,0 +1,146 @@
+/**
+ * Request and response bodies of the specification (section 2) and of CONTRACT C4, C6.
+ */
+import { Schema } from "effect"
+
+export const Scopes = ["health:read", "rates:read", "subscriptions:write"] as const
+export type Scope = (typeof Scopes)[number]
+
+// ---- health --------------------------------------------------------------------------------------
+
+export const HealthResponse = Schema.Struct({
+  status: Schema.Literal("healthy"),
+  timestamp: Schema.String.annotate({ format: "date-time", description: "ISO 8601, UTC" }),
+  uptime: Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0)).annotate({
+    description: "Seconds since this instance started (fractional)"
+  }),
+  environment: Schema.String
+}).annotate({ identifier: "HealthResponse" })
+export type HealthResponse = typeof HealthResponse.Type
+
+// ---- exchange rates ------------------------------------------------------------------------------
+
+export const MaxSymbols = 50
+export const SymbolPattern = /^[A-Za-z0-9._-]+$/u
+
+export const CryptoSymbol = Schema.String.check(Schema.isMinLength(1), Schema.isPattern(SymbolPattern))
+
+/** Spec: `cryptos` required, at least one item; additional properties allowed (and ignored). */
+export const ExchangeRatesRequest = Schema.StructWithRest(
+  Schema.Struct({
+    cryptos: Schema.Array(CryptoSymbol).check(Schema.isMinLength(1), Schema.isMaxLength(MaxSymbols)),
+    currency: Schema.optionalKey(
+      Schema.String.check(Schema.isPattern(/^[A-Za-z]{2,10}$/u)).annotate({
+        description: "Fiat or quote currency code, case-insensitive (default usd)"
+      })
+    ),
+    days: Schema.optionalKey(
+      Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 365 })).annotate({
+        description: "Number of daily points (default 30)"
+      })
+    )
+  }),
+  [Schema.Record(Schema.String, Schema.Unknown)]
+).annotate({ identifier: "ExchangeRatesRequest" })
+export type ExchangeRatesRequest = typeof ExchangeRatesRequest.Type
+
+const NullableNumber = Schema.NullOr(Schema.Finite)
+
+export const RateEntry = Schema.Struct({
+  symbol: Schema.String,
+  id: Schema.String,
+  name: Schema.String,
+  price: Schema.Finite,
+  change: Schema.Struct({ "24h": NullableNumber, "7d": NullableNumber, "30d": NullableNumber }),
+  series: Schema.Array(Schema.Tuple([Schema.Int, Schema.Finite])).annotate({
+    description: "Daily points [epoch ms at 00:00 UTC, price], oldest first"
+  })
+})
+
+/**
+ * The spec calls the 200 body a free-form object; CONTRACT C4 fixes its members. The OpenAPI
+ * document keeps additional properties allowed (see openapi.ts) so clients must tolerate new ones.
+ */
+export const ExchangeRatesResponse = Schema.Struct({
+  currency: Schema.String,
+  days: Schema.Int,
+  interval: Schema.Literal("daily"),
+  asOf: Schema.String.annotate({ format: "date-time" }),
+  source: Schema.String,
+  stale: Schema.Boolean,
+  rates: Schema.Array(RateEntry),
+  unknown: Schema.Array(Schema.String),
+  attribution: Schema.String
+}).annotate({ identifier: "ExchangeRatesResponse" })
+
+// ---- subscribe -----------------------------------------------------------------------------------
+
+export const Locale = Schema.Literals(["es", "en", "fr", "it", "pt"])
+
+/** Spec: additional properties are not allowed (the group sets onExcessProperty: "error"). */
+export const SubscribeRequest = Schema.Struct({
+  email: Schema.String.check(Schema.isMaxLength(254)).annotate({
+    format: "email",
+    description: "A deliverable address: no display name, no IP-literal domain, a TLD required"
+  }),
+  locale: Locale
+}).annotate({ identifier: "SubscribeRequest" })
+export type SubscribeRequest = typeof SubscribeRequest.Type
+
+export const SuccessResponse = Schema.Struct({ success: Schema.Literal(true) }).annotate({
+  identifier: "SuccessResponse"
+})
+
+// ---- OAuth ---------------------------------------------------------------------------------------
+
+/** RFC 6749 §4.4.2; parsed by the token endpoint itself (duplicates refused, unknown ignored). */
+export const TokenRequest = Schema.Struct({
+  grant_type: Schema.Literal("client_credentials"),
+  scope: Schema.optionalKey(Schema.String.annotate({ description: "Space-delimited subset of the client's scopes" }))
+}).annotate({ identifier: "TokenRequest" })
+
+export const TokenResponse = Schema.Struct({
+  access_token: Schema.String,
+  token_type: Schema.Literal("Bearer"),
+  expires_in: Schema.Int,
+  scope: Schema.String
+}).annotate({ identifier: "TokenResponse" })
+
+export const OAuthErrorCode = Schema.Literals([
+  "invalid_request",
+  "invalid_client",
+  "invalid_grant",
+  "unauthorized_client",
+  "unsupported_grant_type",
+  "invalid_scope"
+])
+
+/** RFC 6749 §5.2 members and the problem members of C7, in one application/json object (C6). */
+export const OAuthErrorBody = Schema.Struct({
+  error: OAuthErrorCode,
+  error_description: Schema.String,
+  type: Schema.String,
+  title: Schema.String,
+  status: Schema.Int,
+  detail: Schema.String,
+  code: Schema.String,
+  resolution: Schema.String
+}).annotate({ identifier: "OAuthError" })
+
+export const AuthorizationServerMetadata = Schema.StructWithRest(
+  Schema.Struct({
+    issuer: Schema.String,
+    token_endpoint: Schema.String,
+    jwks_uri: Schema.String,
+    scopes_supported: Schema.Array(Schema.String),
+    grant_types_supported: Schema.Array(Schema.String),
+    token_endpoint_auth_methods_supported: Schema.Array(Schema.String),
+    response_types_supported: Schema.Array(Schema.String),
+    service_documentation: Schema.String
+  }),
+  [Schema.Record(Schema.String, Schema.Unknown)]
+).annotate({ identifier: "AuthorizationServerMetadata" })
+
+export const JsonWebKeySet = Schema.Struct({
+  keys: Schema.Array(Schema.Record(Schema.String, Schema.Unknown))
+}).annotate({ identifier: "JsonWebKeySet" })

@@ -1,0 +1,49 @@
+/**
+ * Request-decoding failures as problems: malformed JSON → 400 malformed_json, a body that does not
+ * match the schema → 400 validation_failed with JSON Pointers.
+ */
+import { Effect, Layer, SchemaIssue } from "effect"
+import { HttpApiMiddleware } from "effect/http-api"
+import type { HttpApiSchemaError } from "effect/http-api/HttpApiError"
+import { BodyProblems, CommonProblems } from "../api/Api.ts"
+import { MalformedJson, type ProblemFieldError, ValidationFailed } from "../api/problems.ts"
+
+const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
+
+/** RFC 6901: `~` → `~0`, `/` → `~1`. */
+export const jsonPointer = (path: ReadonlyArray<PropertyKey>) =>
+  path.map((segment) => "/" + String(segment).replaceAll("~", "~0").replaceAll("/", "~1")).join("")
+
+const clip = (text: string, max = 200) => (text.length > max ? `${text.slice(0, max)}…` : text)
+
+export const fieldErrorsOf = (issue: SchemaIssue.Issue): Array<ProblemFieldError> =>
+  formatIssues(issue).issues.slice(0, 20).map((i) => ({
+    pointer: jsonPointer((i.path ?? []).map((s) => (typeof s === "object" && s !== null ? s.key : s))),
+    detail: clip(i.message)
+  }))
+
+// HttpApi reports an unparsable JSON body as this single root issue.
+const isUnparsableJson = (issue: SchemaIssue.Issue) =>
+  issue._tag === "InvalidValue" && issue.annotations?.message === "Expected a valid JSON body"
+
+export const toRequestProblem = (error: HttpApiSchemaError) => {
+  // A response that fails its own schema is our bug: a defect, which the edge logs and answers 500.
+  if (error.kind === "Body" || error.kind === "ResponseHeaders") return Effect.die(error)
+  const issue = error.cause.issue
+  if (isUnparsableJson(issue)) return Effect.fail(new MalformedJson({}))
+  const errors = fieldErrorsOf(issue)
+  const first = errors[0]
+  return Effect.fail(
+    new ValidationFailed({
+      detail: first === undefined
+        ? "The request does not match the schema."
+        : `${first.pointer === "" ? "The body" : first.pointer}: ${first.detail}`,
+      errors
+    })
+  )
+}
+
+export const BodyProblemsLive = HttpApiMiddleware.layerSchemaErrorTransform(BodyProblems, toRequestProblem)
+
+/** CommonProblems only declares the cross-cutting statuses; the edge middleware produces them. */
+export const CommonProblemsLive = Layer.succeed(CommonProblems)((httpEffect) => httpEffect)
