@@ -77,7 +77,8 @@ export const completeProblem = (
     return response
   }
   if (typeof body !== "object" || body === null) return response
-  const { type, title, detail, code, resolution, ...extensions } = body
+  // Canonical member order; status and instance are the edge's, whatever the body said.
+  const { type, title, detail, code, resolution, status: _status, instance: _instance, ...extensions } = body
   const finished = finishProblem({
     type: typeof type === "string" && type.startsWith("/problems/") ? ctx.baseUrl + type : type,
     title,
@@ -86,8 +87,7 @@ export const completeProblem = (
     instance: `urn:uuid:${ctx.requestId}`,
     code,
     resolution,
-    ...extensions,
-    ...{ status: response.status, instance: `urn:uuid:${ctx.requestId}` }
+    ...extensions
   }, response.status)
   return HttpServerResponse.setHeaders(finished, { ...response.headers, ...finished.headers })
 }
