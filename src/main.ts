@@ -10,6 +10,7 @@ import { AppRoutes } from "./app.ts"
 import { AppConfig } from "./config.ts"
 import { ConfigInvalid } from "./env.ts"
 import { AccessLog } from "./http/AccessLog.ts"
+import { routerConfig } from "./http/routeTable.ts"
 import { NewsletterLayer } from "./newsletter/layer.ts"
 import { OAuthLive } from "./oauth/layers.ts"
 import * as CoinGeckoRates from "./rates/CoinGeckoRates.ts"
@@ -29,7 +30,7 @@ const HttpServerLive = Layer.unwrap(
     ))
 ).pipe(Layer.provide(AppConfig.layer))
 
-export const Main = HttpRouter.serve(AppRoutes, { disableLogger: true }).pipe(
+export const Main = HttpRouter.serve(AppRoutes, { disableLogger: true, routerConfig }).pipe(
   Layer.provide(Services),
   Layer.provide(HttpServerLive),
   Layer.provide(Logger.layer([Logger.consoleJson]))

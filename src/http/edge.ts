@@ -60,9 +60,10 @@ export const makeEdge = (routes: RouteTable = makeRouteTable()) =>
               Effect.provideService(HttpServerRequest.MaxBodySize, maxBody),
               Effect.provideService(CurrentRequestId, requestId),
               Effect.catchCause((cause) =>
-                Effect.flatMap(HttpServerError.causeResponse(cause), ([res, rest]) =>
+                Effect.flatMap(HttpServerError.causeResponse(cause), ([res]) =>
+                  // Defects never reach the wire; the log keeps them, tagged with the request id.
                   res.status >= 500 && res.status !== 503
-                    ? Effect.as(Effect.logError("unhandled error", rest), res)
+                    ? Effect.as(Effect.logError("unhandled error", cause), res)
                     : Effect.succeed(res)
                 )
               ),

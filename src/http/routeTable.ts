@@ -6,6 +6,16 @@ import * as FindMyWay from "effect/http/FindMyWay"
 import { HttpApi } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 
+/**
+ * Paths are matched exactly: no trailing-slash or case folding, so every resource has one URL and
+ * the 405 table agrees with the router. Pass it to `HttpRouter.serve({ routerConfig })`.
+ */
+export const routerConfig: Partial<FindMyWay.RouterConfig> = {
+  ignoreTrailingSlash: false,
+  ignoreDuplicateSlashes: false,
+  caseSensitive: true
+}
+
 export interface RouteTable {
   /** Allowed methods for the path, or undefined for an unknown path. */
   readonly allowed: (url: string) => ReadonlyArray<string> | undefined
@@ -33,7 +43,7 @@ export const makeRouteTable = (
     }
   })
   for (const [path, methods] of extra) byPath.set(path, new Set([...(byPath.get(path) ?? []), ...methods]))
-  const router = FindMyWay.make<ReadonlyArray<string>>()
+  const router = FindMyWay.make<ReadonlyArray<string>>(routerConfig)
   const order = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
   for (const [path, methods] of byPath) {
     router.all(path as FindMyWay.PathInput, [...methods].sort((a, b) => order.indexOf(a) - order.indexOf(b)))

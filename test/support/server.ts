@@ -6,6 +6,7 @@ import { createServer } from "node:http"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
+import { routerConfig } from "../../src/http/routeTable.ts"
 
 export interface TestServer {
   readonly url: string
@@ -18,7 +19,7 @@ export const serve = async (
   services: Layer.Layer<any, unknown, never>
 ): Promise<TestServer> => {
   const scope = await Effect.runPromise(Scope.make())
-  const server = HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true }).pipe(
+  const server = HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true, routerConfig }).pipe(
     Layer.provide(services),
     Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: 0, host: "127.0.0.1" }))
   )

@@ -1,0 +1,54 @@
+/**
+ * The application served over real HTTP with in-memory fakes behind it (Layers swapped, nothing
+ * patched): the rates fake, the newsletter fake, an in-memory OAuth registry with known clients.
+ */
+import { Layer } from "effect"
+import { AppRoutes } from "../../src/app.ts"
+import { AppConfig } from "../../src/config.ts"
+import type { Env } from "../../src/env.ts"
+import { AccessLog, type AccessLogEntry } from "../../src/http/AccessLog.ts"
+import { NewsletterMemory } from "../../src/newsletter/memory.ts"
+import type { CreateClientInput } from "../../src/oauth/ClientRegistry.ts"
+import { oauthTestLayer } from "../../src/oauth/layers.ts"
+import { layerTest as RatesFake } from "../../src/rates/RatesProviderTest.ts"
+import type { RatesProvider } from "../../src/rates/RatesProvider.ts"
+import { serve, type TestServer } from "./server.ts"
+
+export const testClients: ReadonlyArray<CreateClientInput> = [
+  { name: "all scopes", clientId: "svc-all", secret: "secret-all", scopes: ["health:read", "rates:read", "subscriptions:write"] },
+  { name: "health only", clientId: "svc-health", secret: "secret-health", scopes: ["health:read"] }
+]
+
+export interface TestApp extends TestServer {
+  readonly logs: Array<AccessLogEntry>
+}
+
+export const startTestApp = async (options: {
+  readonly env?: Env
+  readonly rates?: Layer.Layer<RatesProvider>
+} = {}): Promise<TestApp> => {
+  const logs: Array<AccessLogEntry> = []
+  const config = AppConfig.layerFrom({ PUBLIC_BASE_URL: "https://api.example.test", ...options.env })
+  const services = Layer.mergeAll(
+    options.rates ?? RatesFake,
+    NewsletterMemory.layer,
+    oauthTestLayer({ clients: testClients }),
+    AccessLog.capture(logs)
+  ).pipe(Layer.provideMerge(config))
+  const server = await serve(AppRoutes, services)
+  return { ...server, logs }
+}
+
+/** Basic credentials as RFC 6749 §2.3.1 wants them: each half form-urlencoded, then base64. */
+export const basic = (id: string, secret: string) =>
+  "Basic " + Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`).toString("base64")
+
+export const tokenFor = async (app: TestServer, id: string, secret: string, scope?: string) => {
+  const res = await fetch(`${app.url}/oauth/token`, {
+    method: "POST",
+    headers: { authorization: basic(id, secret), "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ grant_type: "client_credentials", ...(scope ? { scope } : {}) })
+  })
+  if (res.status !== 200) throw new Error(`token request failed: ${res.status} ${await res.text()}`)
+  return ((await res.json()) as { access_token: string }).access_token
+}
