@@ -53,6 +53,7 @@ export const DocumentRoutes = Layer.unwrap(Effect.gen(function*() {
           : Effect.succeed(HttpServerResponse.html(page).pipe(HttpServerResponse.setHeaders(cacheable)))
       })
     ),
-    HttpApiScalar.layer(Api, { path: "/docs" })
+    // Fonts off: the page must work offline, from the bundled script alone.
+    HttpApiScalar.layer(Api, { path: "/docs", scalar: { defaultOpenAllTags: true, withDefaultFonts: false, showOperationId: true } })
   )
 }))
