@@ -10,6 +10,7 @@ import { AppRoutes } from "./app.ts"
 import { AppConfig } from "./config.ts"
 import { ConfigInvalid } from "./env.ts"
 import { AccessLog } from "./http/AccessLog.ts"
+import { RequestCounterMemory } from "./http/rateLimit.ts"
 import { routerConfig } from "./http/routeTable.ts"
 import { NewsletterLayer } from "./newsletter/layer.ts"
 import { OAuthLive } from "./oauth/layers.ts"
@@ -17,7 +18,7 @@ import * as CoinGeckoRates from "./rates/CoinGeckoRates.ts"
 
 const Upstreams = Layer.mergeAll(CoinGeckoRates.layer, NewsletterLayer).pipe(Layer.provide(NodeHttpClient.layerUndici))
 
-export const Services = Layer.mergeAll(Upstreams, OAuthLive, AccessLog.stdout).pipe(
+export const Services = Layer.mergeAll(Upstreams, OAuthLive, AccessLog.stdout, RequestCounterMemory).pipe(
   Layer.provideMerge(AppConfig.layer)
 )
 

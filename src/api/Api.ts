@@ -56,9 +56,22 @@ export class OptionalBearer extends HttpApiMiddleware.Service<OptionalBearer>()(
   error: [InvalidToken, InsufficientScope]
 }) {}
 
-/** Problems any operation can answer with, whatever its input: 405, 429, 500. */
+/** Problems any operation can answer with, whatever its input: 405, 500. */
 export class CommonProblems extends HttpApiMiddleware.Service<CommonProblems>()("app/CommonProblems", {
-  error: [MethodNotAllowed, RateLimited, InternalError]
+  error: [MethodNotAllowed, InternalError]
+}) {}
+
+export type RateLimitPolicyName = "health" | "rates" | "subscribe"
+
+/** Which rate-limit policy of CONTRACT C8 an operation counts against. */
+export class RateLimitPolicy extends Context.Service<RateLimitPolicy, RateLimitPolicyName>()("app/RateLimitPolicy") {}
+
+/**
+ * 429 with Retry-After and the IETF RateLimit fields (C8). Placed inside OptionalBearer, so that a
+ * valid token moves the caller to the per-client tier.
+ */
+export class RateLimit extends HttpApiMiddleware.Service<RateLimit>()("app/RateLimit", {
+  error: RateLimited
 }) {}
 
 /** Problems of operations that read a JSON body: 400 (malformed, invalid), 413, 415. */
@@ -71,7 +84,9 @@ export class HealthGroup extends HttpApiGroup.make("health", { topLevel: true })
     HttpApiEndpoint.get("getHealth", "/api/health", { success: HealthResponse })
       .annotate(OpenApi.Summary, "Report service health")
       .annotate(RequiredScope, "health:read")
+      .annotate(RateLimitPolicy, "health")
   )
+  .middleware(RateLimit)
   .middleware(OptionalBearer)
   .middleware(CommonProblems)
   .annotate(OpenApi.Title, "Health")
@@ -86,9 +101,12 @@ export class RatesGroup extends HttpApiGroup.make("rates", { topLevel: true })
     })
       .annotate(OpenApi.Summary, "Historical exchange rates for cryptocurrency symbols")
       .annotate(RequiredScope, "rates:read")
+      .annotate(RateLimitPolicy, "rates")
   )
-  .middleware(OptionalBearer)
+  // The last one added runs first: CommonProblems, OptionalBearer, RateLimit, then body decoding.
   .middleware(BodyProblems)
+  .middleware(RateLimit)
+  .middleware(OptionalBearer)
   .middleware(CommonProblems)
   .annotate(OpenApi.Title, "Exchange rates")
 {}
@@ -102,9 +120,11 @@ export class NewsletterGroup extends HttpApiGroup.make("newsletter", { topLevel:
     })
       .annotate(OpenApi.Summary, "Subscribe an e-mail address to the newsletter")
       .annotate(RequiredScope, "subscriptions:write")
+      .annotate(RateLimitPolicy, "subscribe")
   )
-  .middleware(OptionalBearer)
   .middleware(BodyProblems)
+  .middleware(RateLimit)
+  .middleware(OptionalBearer)
   .middleware(CommonProblems)
   // The spec forbids additional properties on this body: refuse them instead of stripping them.
   .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error" })

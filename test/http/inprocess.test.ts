@@ -1,18 +1,19 @@
 /**
  * The same application in process (no socket): HttpRouter.toWebHandler with swapped Layers.
  */
-import { Layer } from "effect"
-import { HttpRouter } from "effect/http"
+import { Context, Layer } from "effect"
+import { HttpRouter, HttpServer } from "effect/http"
 import { describe, expect, it } from "vitest"
 import { AppRoutes } from "../../src/app.ts"
 import { AppConfig } from "../../src/config.ts"
 import { AccessLog } from "../../src/http/AccessLog.ts"
+import { RequestCounterMemory } from "../../src/http/rateLimit.ts"
 import { routerConfig } from "../../src/http/routeTable.ts"
 import { NewsletterMemory } from "../../src/newsletter/memory.ts"
 import { oauthTestLayer } from "../../src/oauth/layers.ts"
 import { layerTest as RatesFake } from "../../src/rates/RatesProviderTest.ts"
 
-const services = Layer.mergeAll(RatesFake, NewsletterMemory.layer, oauthTestLayer(), AccessLog.silent).pipe(
+const services = Layer.mergeAll(HttpServer.layerServices, RatesFake, NewsletterMemory.layer, oauthTestLayer(), AccessLog.silent, RequestCounterMemory).pipe(
   Layer.provideMerge(AppConfig.layerFrom({ APP_ENV: "staging", PUBLIC_BASE_URL: "https://in.process" }))
 )
 
@@ -23,9 +24,12 @@ describe("in process", () => {
       { disableLogger: true, routerConfig }
     )
     try {
-      const health = await handler(new Request("http://x/api/health"))
+      const health = await handler(new Request("http://x/api/health"), Context.empty())
       expect(await health.json()).toMatchObject({ status: "healthy", environment: "staging" })
-      const missing = await handler(new Request("http://x/api/subscribe", { method: "POST", body: "{}", headers: { "content-type": "application/json" } }))
+      const missing = await handler(
+        new Request("http://x/api/subscribe", { method: "POST", body: "{}", headers: { "content-type": "application/json" } }),
+        Context.empty()
+      )
       expect(missing.status).toBe(400)
       expect((await missing.json()).type).toBe("https://in.process/problems/validation_failed")
     } finally {

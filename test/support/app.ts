@@ -7,6 +7,7 @@ import { AppRoutes } from "../../src/app.ts"
 import { AppConfig } from "../../src/config.ts"
 import type { Env } from "../../src/env.ts"
 import { AccessLog, type AccessLogEntry } from "../../src/http/AccessLog.ts"
+import { RequestCounterMemory } from "../../src/http/rateLimit.ts"
 import { NewsletterMemory } from "../../src/newsletter/memory.ts"
 import type { CreateClientInput } from "../../src/oauth/ClientRegistry.ts"
 import { oauthTestLayer } from "../../src/oauth/layers.ts"
@@ -28,12 +29,20 @@ export const startTestApp = async (options: {
   readonly rates?: Layer.Layer<RatesProvider>
 } = {}): Promise<TestApp> => {
   const logs: Array<AccessLogEntry> = []
-  const config = AppConfig.layerFrom({ PUBLIC_BASE_URL: "https://api.example.test", ...options.env })
+  // Limits out of the way unless a test sets them (rate-limit.test.ts does).
+  const config = AppConfig.layerFrom({
+    PUBLIC_BASE_URL: "https://api.example.test",
+    RATE_LIMIT_HEALTH_PER_MIN: "100000",
+    RATE_LIMIT_RATES_PER_MIN: "100000",
+    RATE_LIMIT_SUBSCRIBE_PER_MIN: "100000",
+    ...options.env
+  })
   const services = Layer.mergeAll(
     options.rates ?? RatesFake,
     NewsletterMemory.layer,
     oauthTestLayer({ clients: testClients }),
-    AccessLog.capture(logs)
+    AccessLog.capture(logs),
+    RequestCounterMemory
   ).pipe(Layer.provideMerge(config))
   const server = await serve(AppRoutes, services)
   return { ...server, logs }

@@ -1,0 +1,141 @@
+/**
+ * Rate limits of CONTRACT C8: per IP for anonymous callers, per client (ten times the limit) with a
+ * valid token, a fixed one-minute window per operation. Counting uses Effect's RateLimiter; its
+ * store is memory by default and Redis with REDIS_URL, so every instance shares the same counts.
+ * When Redis fails, the instance counts in memory until Redis answers again (logged once per
+ * outage): limits loosen to per-instance for a while, but no request goes unanswered.
+ */
+import { Context, Duration, Effect, Layer } from "effect"
+import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { RateLimiter } from "effect/persistence"
+import { CurrentClient, RateLimit, RateLimitPolicy, type RateLimitPolicyName } from "../api/Api.ts"
+import { RateLimited } from "../api/problems.ts"
+import { AppConfig } from "../config.ts"
+import { clientIp } from "./clientIp.ts"
+
+export const WindowSeconds = 60
+/** A Redis round trip slower than this counts as an outage for that request. */
+const storeTimeout = Duration.millis(250)
+
+export interface Decision {
+  readonly policy: string
+  readonly limit: number
+  readonly remaining: number
+  readonly resetSeconds: number
+}
+
+/** IETF draft-ietf-httpapi-ratelimit-headers: `RateLimit-Policy` and `RateLimit` fields. */
+export const rateLimitHeaders = (d: Decision) => ({
+  "ratelimit-policy": `"${d.policy}";q=${d.limit};w=${WindowSeconds}`,
+  "ratelimit": `"${d.policy}";r=${Math.max(0, d.remaining)};t=${d.resetSeconds}`
+})
+
+/** Counts requests; `shared` tells whether instances share the counts (Redis) or not (memory). */
+export class RequestCounter extends Context.Service<RequestCounter, {
+  readonly shared: boolean
+  readonly consume: (key: string, limit: number) => Effect.Effect<Decision, RateLimited>
+}>()("app/RequestCounter") {}
+
+const counterFrom = (
+  primary: RateLimiter.RateLimiter,
+  fallback: RateLimiter.RateLimiter | undefined
+) =>
+  Effect.gen(function*() {
+    let degraded = false
+    const consumeWith = (limiter: RateLimiter.RateLimiter, key: string, limit: number) =>
+      limiter.consume({ key, limit, window: Duration.seconds(WindowSeconds), algorithm: "fixed-window" })
+    const decide = (key: string, limit: number) => {
+      const policy = key.slice(0, key.indexOf(":"))
+      const primaryCall = consumeWith(primary, key, limit)
+      const counted = fallback === undefined ? primaryCall : primaryCall.pipe(
+        Effect.timeoutOrElse({
+          duration: storeTimeout,
+          orElse: () => Effect.fail(new RateLimiter.RateLimiterError({
+            reason: new RateLimiter.RateLimitStoreError({ message: "store timed out" })
+          }))
+        }),
+        Effect.tap(() =>
+          degraded ? Effect.sync(() => (degraded = false)).pipe(Effect.andThen(Effect.logInfo("rate limits: shared store is back"))) : Effect.void
+        ),
+        Effect.catchReason("RateLimiterError", "RateLimitStoreError", (error) =>
+          Effect.gen(function*() {
+            if (!degraded) {
+              degraded = true
+              yield* Effect.logWarning("rate limits: shared store failed, counting in memory", error.message)
+            }
+            return yield* consumeWith(fallback, key, limit)
+          }))
+      )
+      return counted.pipe(
+        Effect.map((r): Decision => ({
+          policy,
+          limit,
+          remaining: r.remaining,
+          resetSeconds: Math.max(1, Math.ceil(Duration.toSeconds(r.resetAfter)))
+        })),
+        Effect.catchTag("RateLimiterError", (error) =>
+          error.reason._tag === "RateLimitExceeded"
+            ? Effect.fail(
+              new RateLimited({
+                detail: `The limit of ${limit} requests per minute for this operation has been reached.`,
+                retryAfter: Math.max(1, Math.ceil(Duration.toSeconds(error.reason.retryAfter)))
+              })
+            )
+            // A store error with no fallback left: let the request through rather than fail it.
+            : Effect.succeed<Decision>({ policy, limit, remaining: limit, resetSeconds: WindowSeconds }))
+      )
+    }
+    return { shared: fallback !== undefined, consume: decide }
+  })
+
+const memoryLimiter = RateLimiter.make.pipe(Effect.provide(RateLimiter.layerStoreMemory))
+
+export const RequestCounterMemory = Layer.effect(
+  RequestCounter,
+  Effect.flatMap(memoryLimiter, (limiter) => counterFrom(limiter, undefined))
+)
+
+/** Needs `Redis` (effect/persistence); falls back to memory per request while Redis fails. */
+export const RequestCounterRedis = Layer.effect(
+  RequestCounter,
+  Effect.gen(function*() {
+    const redis = yield* RateLimiter.make.pipe(Effect.provide(RateLimiter.layerStoreRedis({ prefix: "ratelimit:" })))
+    return yield* counterFrom(redis, yield* memoryLimiter)
+  })
+)
+
+/** The RateLimit middleware of the contract: policy from the endpoint, tier from the caller. */
+export const RateLimitLive = Layer.effect(
+  RateLimit,
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const counter = yield* RequestCounter
+    return (httpEffect, { endpoint }) =>
+      Effect.gen(function*() {
+        const policy: RateLimitPolicyName | undefined = Context.getOrUndefined(endpoint.annotations, RateLimitPolicy)
+        if (policy === undefined) return yield* httpEffect
+        const caller = yield* CurrentClient
+        const base = config.rateLimits[policy]
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const [key, limit] = caller === undefined
+          ? [`${policy}:ip:${clientIp(request, config.trustProxy)}`, base]
+          : [`${policy}:client:${caller.clientId}`, base * 10]
+        const decision = yield* counter.consume(key, limit).pipe(
+          Effect.tapError((limited) =>
+            HttpEffect.appendPreResponseHandler((_, response) =>
+              Effect.succeed(HttpServerResponse.setHeaders(response, rateLimitHeaders({
+                policy,
+                limit,
+                remaining: 0,
+                resetSeconds: limited.retryAfter ?? WindowSeconds
+              })))
+            )
+          )
+        )
+        yield* HttpEffect.appendPreResponseHandler((_, response) =>
+          Effect.succeed(HttpServerResponse.setHeaders(response, rateLimitHeaders(decision)))
+        )
+        return yield* httpEffect
+      })
+  })
+)

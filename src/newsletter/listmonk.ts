@@ -1,0 +1,93 @@
+/**
+ * Listmonk public subscription (upstreams.md §3.3, §3.6): `POST {url}/api/public/subscription`.
+ * An address already on file is not an error there: its lists are updated and `has_optin` is false,
+ * so the call is idempotent and reveals nothing to the caller.
+ */
+import { Effect, Schema } from "effect"
+import { type HttpClient, HttpClientRequest } from "effect/http"
+import { maskEmail } from "./email.ts"
+import {
+  Newsletter,
+  NewsletterInvalidEmail,
+  NewsletterUpstreamError,
+  type SubscribeInput,
+  type SubscribeOutcome
+} from "./Newsletter.ts"
+import type { CallPolicy, ListmonkSettings } from "./NewsletterConfig.ts"
+import { exchange, parseJson, type ProviderAnswer, TransientFailure, withCallPolicy } from "./providerCall.ts"
+
+/** `{"data": {"has_optin": boolean}}` (knadh/listmonk cmd/public.go PublicSubscription). */
+const ListmonkSubscribed = Schema.Struct({ data: Schema.Struct({ has_optin: Schema.Boolean }) })
+const decodeSubscribed = Schema.decodeUnknownOption(ListmonkSubscribed)
+/** Echo's error body: `{"message": "..."}`. */
+const ListmonkError = Schema.Struct({ message: Schema.String })
+const decodeError = Schema.decodeUnknownOption(ListmonkError)
+
+export const makeListmonk = (
+  settings: ListmonkSettings,
+  policy: CallPolicy,
+  client: HttpClient.HttpClient
+): Newsletter["Service"] => {
+  const url = `${settings.url}/api/public/subscription`
+
+  const subscribe = (input: SubscribeInput): Effect.Effect<SubscribeOutcome, NewsletterInvalidEmail | NewsletterUpstreamError> => {
+    const request = HttpClientRequest.post(url).pipe(
+      HttpClientRequest.acceptJson,
+      HttpClientRequest.bodyJsonUnsafe({
+        email: input.email,
+        // Listmonk would use the local part itself when empty; sending it keeps the record explicit.
+        name: input.email.slice(0, input.email.lastIndexOf("@")),
+        list_uuids: [settings.lists[input.locale]]
+      })
+    )
+    const attempt = exchange(client, request, policy.attemptTimeoutMs).pipe(Effect.flatMap(interpret))
+    return withCallPolicy(attempt, policy, (reason) => Effect.logDebug("listmonk attempt failed; may retry", reason)).pipe(
+      Effect.tapError((error) =>
+        error._tag === "NewsletterInvalidEmail"
+          ? Effect.logInfo("listmonk refused the address", error.reason)
+          : Effect.logWarning("listmonk subscribe failed", error.reason)
+      ),
+      Effect.annotateLogs({ provider: "listmonk", email: maskEmail(input.email), locale: input.locale }),
+      Effect.withSpan("Newsletter.listmonk.subscribe", { attributes: { locale: input.locale } })
+    )
+  }
+
+  return Newsletter.of({ provider: "listmonk", subscribe })
+}
+
+const interpret = (
+  answer: ProviderAnswer
+): Effect.Effect<SubscribeOutcome, NewsletterInvalidEmail | NewsletterUpstreamError | TransientFailure> => {
+  const { status, body } = answer
+  if (status === 200) {
+    const ok = decodeSubscribed(parseJson(body))
+    if (ok._tag === "None") {
+      return Effect.fail(new NewsletterUpstreamError({ reason: "listmonk answered 200 with an unexpected body" }))
+    }
+    // has_optin is true when a double opt-in e-mail went out: a new (or still unconfirmed) subscriber.
+    // False means the address was already on file (its lists were updated), or the list is single opt-in.
+    return Effect.succeed(ok.value.data.has_optin ? "pending" : "existing")
+  }
+  if (status >= 500) return Effect.fail(new TransientFailure({ reason: `listmonk answered ${status}` }))
+  const error = decodeError(parseJson(body))
+  if (status === 400 && error._tag === "Some" && isInvalidEmail(error.value.message)) {
+    return Effect.fail(new NewsletterInvalidEmail({ reason: error.value.message }))
+  }
+  const why = status === 401 || status === 403
+    ? "access refused"
+    : status === 429
+    ? "rate limited"
+    : error._tag === "None"
+    ? "unexpected body"
+    // e.g. "That feature is not available." (public subscription disabled), "Invalid UUID(s)", CAPTCHA.
+    : `request refused: ${error.value.message.slice(0, 120)}`
+  return Effect.fail(new NewsletterUpstreamError({ reason: `listmonk answered ${status}: ${why}` }))
+}
+
+/**
+ * Listmonk has no error codes, only i18n messages: "Invalid email." (subscribers.invalidEmail) and
+ * "Domain is blocklisted." (subscribers.domainBlocklisted) in English, or the bare key when a
+ * translation is missing. An instance running in another language falls back to a 502.
+ */
+const isInvalidEmail = (message: string): boolean =>
+  /invalid e-?mail|subscribers\.invalidEmail|domain is blocklisted|subscribers\.domainBlocklisted/i.test(message)

@@ -1,0 +1,104 @@
+/**
+ * One HTTP exchange with a newsletter provider, bounded in time, with a bounded retry of transient
+ * failures. Both providers' subscribe calls are idempotent (Brevo DOI 201/204, Listmonk's public
+ * subscription updates an existing subscriber), so repeating one after a timeout or reset cannot
+ * subscribe anybody twice.
+ */
+import { Data, Duration, Effect, Schedule } from "effect"
+import { Headers, type HttpClient, type HttpClientRequest } from "effect/http"
+import { type NewsletterInvalidEmail, NewsletterUpstreamError } from "./Newsletter.ts"
+import type { CallPolicy } from "./NewsletterConfig.ts"
+
+/** A failure another attempt may cure: timeout, connection refused or reset, 5xx. Internal only. */
+export class TransientFailure extends Data.TaggedError("TransientFailure")<{ readonly reason: string }> {}
+
+/** What came back, read in full while the attempt's clock was running. */
+export interface ProviderAnswer {
+  readonly status: number
+  readonly contentType: string
+  readonly body: string
+}
+
+/** Header names whose values are secrets; kept out of tracing spans as well as logs. */
+const secretHeaders = ["api-key"]
+
+/**
+ * Sends `request` and reads the whole body within `timeoutMs`. A connection that fails or a body that
+ * breaks off is transient; a request that cannot be built (bad URL, unencodable body) is not.
+ */
+export const exchange = (
+  client: HttpClient.HttpClient,
+  request: HttpClientRequest.HttpClientRequest,
+  timeoutMs: number
+): Effect.Effect<ProviderAnswer, TransientFailure | NewsletterUpstreamError> =>
+  client.execute(request).pipe(
+    Effect.catchTag("HttpClientError", (error) =>
+      Effect.fail(
+        error.reason._tag === "TransportError"
+          ? new TransientFailure({ reason: `connection failed: ${describeCause(error.reason.cause)}` })
+          : new NewsletterUpstreamError({ reason: `request could not be sent (${error.reason._tag})` })
+      )),
+    Effect.flatMap((response) =>
+      response.text.pipe(
+        Effect.map((body): ProviderAnswer => ({
+          status: response.status,
+          contentType: response.headers["content-type"] ?? "",
+          body
+        })),
+        Effect.catchTag("HttpClientError", () =>
+          Effect.fail(new TransientFailure({ reason: `answer ${response.status} broke off while reading the body` })))
+      )
+    ),
+    Effect.timeoutOrElse({
+      duration: Duration.millis(timeoutMs),
+      orElse: () => Effect.fail(new TransientFailure({ reason: `no complete answer within ${timeoutMs} ms` }))
+    }),
+    Effect.updateService(Headers.CurrentRedactedNames, (names) => [...names, ...secretHeaders])
+  )
+
+/**
+ * Runs `attempt`, repeating it after a transient failure (jittered exponential back-off from 200 ms)
+ * at most `policy.retries` times, and gives up at `policy.deadlineMs` whatever is in flight. Whatever
+ * transient failure remains becomes a `NewsletterUpstreamError`.
+ */
+export const withCallPolicy = <A>(
+  attempt: Effect.Effect<A, NewsletterInvalidEmail | NewsletterUpstreamError | TransientFailure>,
+  policy: CallPolicy,
+  onRetry: (reason: string) => Effect.Effect<void>
+): Effect.Effect<A, NewsletterInvalidEmail | NewsletterUpstreamError> =>
+  attempt.pipe(
+    Effect.tapError((error) => isTransient(error) ? onRetry(error.reason) : Effect.void),
+    Effect.retry({
+      while: isTransient,
+      times: policy.retries,
+      schedule: Schedule.exponential(Duration.millis(200)).pipe(Schedule.jittered)
+    }),
+    Effect.timeoutOrElse({
+      duration: Duration.millis(policy.deadlineMs),
+      orElse: () =>
+        Effect.fail(new TransientFailure({ reason: `no answer within the ${policy.deadlineMs} ms deadline` }))
+    }),
+    Effect.catchTag("TransientFailure", (error) => Effect.fail(new NewsletterUpstreamError({ reason: error.reason })))
+  )
+
+const isTransient = (error: { readonly _tag: string }): error is TransientFailure => error._tag === "TransientFailure"
+
+/** A short, secret-free description of a network failure (its code, e.g. ECONNRESET). */
+const describeCause = (cause: unknown): string => {
+  let current: unknown = cause
+  for (let depth = 0; depth < 4 && typeof current === "object" && current !== null; depth++) {
+    const code = (current as { code?: unknown }).code
+    if (typeof code === "string") return code
+    current = (current as { cause?: unknown }).cause
+  }
+  return cause instanceof Error ? cause.name : "unknown"
+}
+
+/** Parses a JSON body, or `undefined` when it is not JSON. */
+export const parseJson = (body: string): unknown => {
+  try {
+    return JSON.parse(body)
+  } catch {
+    return undefined
+  }
+}
