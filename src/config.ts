@@ -16,9 +16,14 @@ export interface AppConfigShape {
   readonly corsOrigins: ReadonlyArray<string> | "*"
   readonly trustProxy: boolean
   readonly redisUrl: Redacted.Redacted<string> | undefined
+  /** Prefix of every Redis key, so several deployments (or test runs) can share one Redis. */
+  readonly redisKeyPrefix: string
   readonly tokenTtlSeconds: number
   /** Anonymous per-IP limits per minute (C8); a token's tier is ten times these. */
   readonly rateLimits: { readonly health: number; readonly rates: number; readonly subscribe: number }
+  /** Port of the private /metrics listener; undefined = metrics not exposed. */
+  readonly metricsPort: number | undefined
+  readonly metricsHost: string
   /** Largest accepted request body in bytes (C8: 16 KiB). */
   readonly maxBodyBytes: number
 }
@@ -38,12 +43,15 @@ export const readAppConfig = (env: Env): Effect.Effect<AppConfigShape, ConfigInv
     corsOrigins: origins === "*" ? "*" : origins.split(",").map((o) => o.trim()).filter((o) => o.length > 0),
     trustProxy: r.bool("TRUST_PROXY", false),
     redisUrl: r.secret("REDIS_URL"),
+    redisKeyPrefix: r.string("REDIS_KEY_PREFIX", "crypto-api:"),
     tokenTtlSeconds: r.int("TOKEN_TTL_SECONDS", 900, 1, 86_400),
     rateLimits: {
       health: r.int("RATE_LIMIT_HEALTH_PER_MIN", 600),
       rates: r.int("RATE_LIMIT_RATES_PER_MIN", 60),
       subscribe: r.int("RATE_LIMIT_SUBSCRIBE_PER_MIN", 5)
     },
+    metricsPort: r.raw("METRICS_PORT") === undefined ? undefined : r.int("METRICS_PORT", 9464, 1, 65535),
+    metricsHost: r.string("METRICS_HOST", "127.0.0.1"),
     maxBodyBytes: 16 * 1024
   })
 }

@@ -10,15 +10,25 @@ import { AppRoutes } from "./app.ts"
 import { AppConfig } from "./config.ts"
 import { ConfigInvalid } from "./env.ts"
 import { AccessLog } from "./http/AccessLog.ts"
-import { RequestCounterMemory } from "./http/rateLimit.ts"
+import { MetricsServer } from "./http/metrics.ts"
+import { RequestCounterMemory, RequestCounterRedis } from "./http/rateLimit.ts"
 import { routerConfig } from "./http/routeTable.ts"
 import { NewsletterLayer } from "./newsletter/layer.ts"
 import { OAuthLive } from "./oauth/layers.ts"
 import * as CoinGeckoRates from "./rates/CoinGeckoRates.ts"
+import { RedisLive } from "./redis.ts"
 
 const Upstreams = Layer.mergeAll(CoinGeckoRates.layer, NewsletterLayer).pipe(Layer.provide(NodeHttpClient.layerUndici))
 
-export const Services = Layer.mergeAll(Upstreams, OAuthLive, AccessLog.stdout, RequestCounterMemory).pipe(
+/** Memory by default; with REDIS_URL, state that all instances must share lives in Redis. */
+const SharedState = Layer.unwrap(
+  Effect.map(AppConfig, (config) =>
+    config.redisUrl === undefined
+      ? RequestCounterMemory
+      : RequestCounterRedis.pipe(Layer.provide(RedisLive(config.redisUrl))))
+)
+
+export const Services = Layer.mergeAll(Upstreams, OAuthLive, AccessLog.stdout, SharedState).pipe(
   Layer.provideMerge(AppConfig.layer)
 )
 
@@ -31,7 +41,12 @@ const HttpServerLive = Layer.unwrap(
     ))
 ).pipe(Layer.provide(AppConfig.layer))
 
-export const Main = HttpRouter.serve(AppRoutes, { disableLogger: true, routerConfig }).pipe(
+const Metrics = Layer.unwrap(
+  Effect.map(AppConfig, (config) =>
+    config.metricsPort === undefined ? Layer.empty : MetricsServer(config.metricsPort, config.metricsHost))
+).pipe(Layer.provide(AppConfig.layer))
+
+export const Main = Layer.merge(HttpRouter.serve(AppRoutes, { disableLogger: true, routerConfig }), Metrics).pipe(
   Layer.provide(Services),
   Layer.provide(HttpServerLive),
   Layer.provide(Logger.layer([Logger.consoleJson]))

@@ -8,6 +8,7 @@ import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } fr
 import { AppConfig } from "../config.ts"
 import { AccessLog } from "./AccessLog.ts"
 import { clientIp } from "./clientIp.ts"
+import { recordRequest } from "./metrics.ts"
 import { completeProblem, isJsonResponse, isProblemResponse, problemResponse, type ProblemContext } from "./problemResponse.ts"
 import { CurrentRequestId, requestIdOf } from "./requestId.ts"
 import { makeRouteTable, type RouteTable } from "./routeTable.ts"
@@ -44,7 +45,8 @@ export const makeEdge = (routes: RouteTable = makeRouteTable()) =>
           const requestId = requestIdOf(request.headers["x-request-id"])
           const ctx: ProblemContext = { baseUrl: config.publicBaseUrl, requestId }
           const path = pathOf(request.url)
-          const allowed = routes.allowed(path)
+          const route = routes.match(path)
+          const allowed = route?.methods
           const origin = request.headers["origin"]
 
           let response: HttpServerResponse.HttpServerResponse
@@ -84,11 +86,13 @@ export const makeEdge = (routes: RouteTable = makeRouteTable()) =>
             if (!corsAll) headers["vary"] = "Origin"
           }
           response = HttpServerResponse.setHeaders(response, headers)
+          const elapsedMs = performance.now() - started
+          recordRequest(route?.pattern ?? "unmatched", request.method, response.status, elapsedMs / 1000)
           accessLog.write({
             method: request.method,
             path,
             status: response.status,
-            durationMs: Math.round((performance.now() - started) * 1000) / 1000,
+            durationMs: Math.round(elapsedMs * 1000) / 1000,
             requestId,
             clientIp: clientIp(request, config.trustProxy)
           })

@@ -12,6 +12,7 @@ import { CurrentClient, RateLimit, RateLimitPolicy, type RateLimitPolicyName } f
 import { RateLimited } from "../api/problems.ts"
 import { AppConfig } from "../config.ts"
 import { clientIp } from "./clientIp.ts"
+import { recordRateLimited } from "./metrics.ts"
 
 export const WindowSeconds = 60
 /** A Redis round trip slower than this counts as an outage for that request. */
@@ -99,7 +100,10 @@ export const RequestCounterMemory = Layer.effect(
 export const RequestCounterRedis = Layer.effect(
   RequestCounter,
   Effect.gen(function*() {
-    const redis = yield* RateLimiter.make.pipe(Effect.provide(RateLimiter.layerStoreRedis({ prefix: "ratelimit:" })))
+    const { redisKeyPrefix } = yield* AppConfig
+    const redis = yield* RateLimiter.make.pipe(
+      Effect.provide(RateLimiter.layerStoreRedis({ prefix: `${redisKeyPrefix}ratelimit:` }))
+    )
     return yield* counterFrom(redis, yield* memoryLimiter)
   })
 )
@@ -121,16 +125,13 @@ export const RateLimitLive = Layer.effect(
           ? [`${policy}:ip:${clientIp(request, config.trustProxy)}`, base]
           : [`${policy}:client:${caller.clientId}`, base * 10]
         const decision = yield* counter.consume(key, limit).pipe(
-          Effect.tapError((limited) =>
-            HttpEffect.appendPreResponseHandler((_, response) =>
-              Effect.succeed(HttpServerResponse.setHeaders(response, rateLimitHeaders({
-                policy,
-                limit,
-                remaining: 0,
-                resetSeconds: limited.retryAfter ?? WindowSeconds
-              })))
+          Effect.tapError((limited) => {
+            recordRateLimited(policy)
+            const headers = rateLimitHeaders({ policy, limit, remaining: 0, resetSeconds: limited.retryAfter ?? WindowSeconds })
+            return HttpEffect.appendPreResponseHandler((_, response) =>
+              Effect.succeed(HttpServerResponse.setHeaders(response, headers))
             )
-          )
+          })
         )
         yield* HttpEffect.appendPreResponseHandler((_, response) =>
           Effect.succeed(HttpServerResponse.setHeaders(response, rateLimitHeaders(decision)))

@@ -16,9 +16,15 @@ export const routerConfig: Partial<FindMyWay.RouterConfig> = {
   caseSensitive: true
 }
 
+export interface RouteMatch {
+  /** The route pattern, e.g. `/problems/:code`: a bounded label for metrics. */
+  readonly pattern: string
+  readonly methods: ReadonlyArray<string>
+}
+
 export interface RouteTable {
-  /** Allowed methods for the path, or undefined for an unknown path. */
-  readonly allowed: (url: string) => ReadonlyArray<string> | undefined
+  /** The route for the path, or undefined for an unknown path. */
+  readonly match: (path: string) => RouteMatch | undefined
 }
 
 /** Pages served beside the API: documentation, problem types, OpenAPI. */
@@ -43,12 +49,15 @@ export const makeRouteTable = (
     }
   })
   for (const [path, methods] of extra) byPath.set(path, new Set([...(byPath.get(path) ?? []), ...methods]))
-  const router = FindMyWay.make<ReadonlyArray<string>>(routerConfig)
+  const router = FindMyWay.make<RouteMatch>(routerConfig)
   const order = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
   for (const [path, methods] of byPath) {
-    router.all(path as FindMyWay.PathInput, [...methods].sort((a, b) => order.indexOf(a) - order.indexOf(b)))
+    router.all(path as FindMyWay.PathInput, {
+      pattern: path,
+      methods: [...methods].sort((a, b) => order.indexOf(a) - order.indexOf(b))
+    })
   }
   return {
-    allowed: (url) => router.find("GET", url)?.handler
+    match: (path) => router.find("GET", path)?.handler
   }
 }

@@ -1,0 +1,74 @@
+/**
+ * Prometheus metrics (CONTRACT C9) with Effect's Metric, exposed by a separate listener on
+ * METRICS_PORT (off the public port; unset = off). Label values come from closed sets (known route
+ * patterns, status codes), so a scan of random paths cannot explode the series count.
+ */
+import { createServer } from "node:http"
+import { Context, Effect, Layer, Metric } from "effect"
+import { PrometheusMetrics } from "effect/observability"
+
+const requests = Metric.counter("http_requests_total", {
+  description: "HTTP requests served, by route pattern, method and status",
+  incremental: true
+})
+const duration = Metric.histogram("http_request_duration_seconds", {
+  description: "HTTP request latency, by route pattern and status",
+  boundaries: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+})
+const rateLimited = Metric.counter("rate_limit_rejections_total", {
+  description: "Requests refused with 429, by policy",
+  incremental: true
+})
+const upstreamCalls = Metric.counter("upstream_calls_total", {
+  description: "Calls to upstream providers, by upstream and outcome",
+  incremental: true
+})
+const cacheLookups = Metric.counter("cache_lookups_total", {
+  description: "Rates cache lookups, by cache and result (hit or miss)",
+  incremental: true
+})
+
+// Labelled metric instances are built once per label set, not per request.
+const labelled = new Map<string, { update: (value: number) => void }>()
+const withLabels = <M extends Metric.Metric<number, any>>(metric: M, labels: Record<string, string>) => {
+  const key = `${metric.id}|${Object.values(labels).join("|")}`
+  let entry = labelled.get(key)
+  if (entry === undefined) {
+    const m = Metric.withAttributes(metric, labels)
+    const context = Context.empty()
+    entry = { update: (value) => m.updateUnsafe(value, context) }
+    labelled.set(key, entry)
+  }
+  return entry
+}
+
+export const recordRequest = (route: string, method: string, status: number, seconds: number) => {
+  withLabels(requests, { route, method, status: String(status) }).update(1)
+  withLabels(duration, { route, status: String(status) }).update(seconds)
+}
+export const recordRateLimited = (policy: string) => withLabels(rateLimited, { policy }).update(1)
+export const recordUpstreamCall = (upstream: string, outcome: string) =>
+  withLabels(upstreamCalls, { upstream, outcome }).update(1)
+export const recordCacheLookup = (cache: string, hit: boolean) =>
+  withLabels(cacheLookups, { cache, result: hit ? "hit" : "miss" }).update(1)
+
+export const metricsText = () => PrometheusMetrics.formatUnsafe(Context.empty())
+
+/** A listener that answers GET /metrics on its own port (bind it to a private interface). */
+export const MetricsServer = (port: number, host: string) =>
+  Layer.effectDiscard(
+    Effect.acquireRelease(
+      Effect.callback<ReturnType<typeof createServer>>((resume) => {
+        const server = createServer((req, res) => {
+          if (req.method === "GET" && req.url === "/metrics") {
+            res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" })
+            res.end(metricsText())
+          } else {
+            res.writeHead(404, { "content-type": "text/plain" }).end("not found\n")
+          }
+        })
+        server.listen(port, host, () => resume(Effect.succeed(server)))
+      }),
+      (server) => Effect.callback<void>((resume) => void server.close(() => resume(Effect.void)))
+    )
+  )

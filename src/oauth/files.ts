@@ -1,0 +1,138 @@
+/**
+ * Small file primitives for the OAuth state under DATA_DIR: atomic replace (temp file + rename, so a
+ * reader never sees half a file), an advisory lock file (so two CLI runs cannot lose each other's
+ * update), and a cheap change signature for hot reload.
+ */
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs/promises"
+import * as path from "node:path"
+import { Effect } from "effect"
+import { OAuthStorageError } from "./errors.ts"
+
+const reasonOf = (cause: unknown): string => {
+  const e = cause as NodeJS.ErrnoException | undefined
+  // The errno code and syscall say enough; the message may repeat the path, which is already known.
+  return e?.code !== undefined ? `${e.syscall ?? "fs"} failed (${e.code})` : String(e?.message ?? cause)
+}
+
+const attempt = <A>(file: string, run: () => Promise<A>): Effect.Effect<A, OAuthStorageError> =>
+  Effect.tryPromise({ try: run, catch: (cause) => new OAuthStorageError({ path: file, reason: reasonOf(cause) }) })
+
+export const ensureDir = (dir: string): Effect.Effect<void, OAuthStorageError> =>
+  attempt(dir, async () => {
+    await fs.mkdir(dir, { recursive: true, mode: 0o700 })
+  })
+
+/** The file's text, or `undefined` when it does not exist. */
+export const readTextIfExists = (file: string): Effect.Effect<string | undefined, OAuthStorageError> =>
+  attempt(file, async () => {
+    try {
+      return await fs.readFile(file, "utf8")
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined
+      throw e
+    }
+  })
+
+/**
+ * Identifies one version of a file: inode (rename gives a new one), mtime and size. `undefined` when the
+ * file does not exist.
+ */
+export const fileSignature = (file: string): Effect.Effect<string | undefined, OAuthStorageError> =>
+  attempt(file, async () => {
+    try {
+      const s = await fs.stat(file, { bigint: true })
+      return `${s.ino}:${s.mtimeNs}:${s.size}`
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined
+      throw e
+    }
+  })
+
+/** Replaces `file` atomically: write a temp file beside it with `mode`, fsync, rename over. */
+export const writeFileAtomic = (file: string, text: string, mode: number): Effect.Effect<void, OAuthStorageError> =>
+  attempt(file, async () => {
+    await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 })
+    const tmp = `${file}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`
+    const handle = await fs.open(tmp, "wx", mode)
+    try {
+      await handle.writeFile(text, "utf8")
+      await handle.sync()
+    } finally {
+      await handle.close()
+    }
+    try {
+      // The umask may have narrowed `mode`; never widened, but make it exact.
+      await fs.chmod(tmp, mode)
+      await fs.rename(tmp, file)
+    } catch (e) {
+      await fs.rm(tmp, { force: true })
+      throw e
+    }
+  })
+
+const LOCK_WAIT_MS = 10_000
+const LOCK_STALE_MS = 30_000
+
+/**
+ * Runs `effect` while holding `${file}.lock` (created with O_EXCL). A lock older than 30 s is taken to
+ * be left by a crashed process and broken.
+ */
+export const withFileLock = <A, E, R>(
+  file: string,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | OAuthStorageError, R> => {
+  const lock = `${file}.lock`
+  const acquire = attempt(lock, async () => {
+    await fs.mkdir(path.dirname(lock), { recursive: true, mode: 0o700 })
+    const deadline = Date.now() + LOCK_WAIT_MS
+    for (;;) {
+      try {
+        const handle = await fs.open(lock, "wx", 0o600)
+        await handle.writeFile(String(process.pid))
+        await handle.close()
+        return
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e
+      }
+      try {
+        const s = await fs.stat(lock)
+        if (Date.now() - s.mtimeMs > LOCK_STALE_MS) {
+          await fs.rm(lock, { force: true })
+          continue
+        }
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === "ENOENT") continue
+        throw e
+      }
+      if (Date.now() > deadline) throw Object.assign(new Error("lock busy"), { code: "ELOCKED", syscall: "lock" })
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+  })
+  const release = Effect.promise(() => fs.rm(lock, { force: true }).catch(() => undefined))
+  return Effect.acquireUseRelease(acquire, () => effect, () => release)
+}
+
+/**
+ * Returns the text of `file`, creating it first with `create()` (mode `mode`) when it does not exist.
+ * Runs under the file's lock so that a server and a CLI starting together agree on one value.
+ * `created` tells whether this call wrote it.
+ */
+export const readOrCreate = (
+  file: string,
+  mode: number,
+  create: () => Effect.Effect<string>
+): Effect.Effect<{ readonly text: string; readonly created: boolean }, OAuthStorageError> =>
+  Effect.flatMap(readTextIfExists(file), (existing) =>
+    existing !== undefined
+      ? Effect.succeed({ text: existing, created: false })
+      : withFileLock(
+        file,
+        Effect.gen(function*() {
+          const again = yield* readTextIfExists(file)
+          if (again !== undefined) return { text: again, created: false }
+          const text = yield* create()
+          yield* writeFileAtomic(file, text, mode)
+          return { text, created: true }
+        })
+      ))

@@ -1,0 +1,12 @@
+/** The OAuth 2.0 client-credentials core (CONTRACT C6), framework-independent. */
+export * from "./BearerAuth.ts"
+export * from "./ClientRegistry.ts"
+export * from "./discovery.ts"
+export * from "./errors.ts"
+export * from "./FailureLimiter.ts"
+export * from "./layers.ts"
+export * from "./OAuthConfig.ts"
+export * from "./scopes.ts"
+export * from "./SigningKeys.ts"
+export * from "./TokenEndpoint.ts"
+export * from "./TokenService.ts"

@@ -1,0 +1,427 @@
+/**
+ * The live `RatesProvider`: CoinGecko behind a cache, single-flight and stale-if-error.
+ *
+ * One `historical` call runs in three steps, all within `requestBudgetMs` (CONTRACT C4 answers within
+ * 10 s whatever the upstream does):
+ *   1. currency check against `/simple/supported_vs_currencies` (cached a day);
+ *   2. symbols → coins: the curated map, then the upstream's symbol lookup (cached a day, unknowns too);
+ *   3. per coin, the daily series (cached until the next daily point) and the latest price and changes
+ *      (one batched `/coins/markets` call, cached a minute).
+ * Each cached item also has a long-lived "last good" copy. When the upstream fails, that copy is served
+ * and the answer says `stale: true`; only when no copy exists does the upstream's error reach the caller.
+ *
+ * Usage: `import * as CoinGeckoRates from "./rates/CoinGeckoRates.ts"`, then provide `CoinGeckoRates.layer`
+ * (needs an `HttpClient`, e.g. `NodeHttpClient.layerUndici`).
+ */
+import { Clock, Duration, Effect, Layer, Option, Schema, type Scope } from "effect"
+import type { HttpClient } from "effect/http"
+import type { ConfigInvalid, Env } from "../env.ts"
+import { CoinGeckoClient, CoinGeckoError, layerUpstreamGuardsMemory, type MarketRow, toRatesError } from "./CoinGeckoClient.ts"
+import { changesFromSeries, type DailyPoint, millisUntilNextDailyPoint, toDailySeries } from "./dailySeries.ts"
+import { RatesCache } from "./RatesCache.ts"
+import { RatesConfig } from "./RatesConfig.ts"
+import {
+  type RatesError,
+  type RateSeries,
+  RatesProvider,
+  type RatesQuery,
+  type RatesResult,
+  RatesUpstreamError,
+  UnsupportedCurrencyError
+} from "./RatesProvider.ts"
+import { makeSingleFlight } from "./SingleFlight.ts"
+import { curatedCoinFor } from "./symbols.ts"
+
+export const SOURCE = "coingecko"
+export const ATTRIBUTION = "Data provided by CoinGecko"
+
+// ---------------------------------------------------------------------------------------------------
+// What we keep in the cache. Everything is JSON (Redis-ready) and validated when read back.
+
+const Coin = Schema.Struct({ id: Schema.String, name: Schema.String })
+type Coin = typeof Coin.Type
+
+/** A symbol's resolution; null when the upstream knows no coin with that ticker. */
+const Resolution = Schema.NullOr(Coin)
+
+/** Latest price and % changes of one coin in one currency; null when the upstream lists no market for it. */
+const Latest = Schema.NullOr(Schema.Struct({
+  name: Schema.String,
+  price: Schema.NullOr(Schema.Finite),
+  change24h: Schema.NullOr(Schema.Finite),
+  change7d: Schema.NullOr(Schema.Finite),
+  change30d: Schema.NullOr(Schema.Finite)
+}))
+type Latest = typeof Latest.Type
+
+/** Daily points; null when the coin id does not exist upstream (404). */
+const Chart = Schema.NullOr(Schema.Array(Schema.Tuple([Schema.Finite, Schema.Finite])))
+
+const Currencies = Schema.Array(Schema.String)
+
+/** Reads back one cached entry: `{ storedAt, value }`, or nothing if it is not what we wrote. */
+type EntryDecoder<A> = (json: unknown) => Option.Option<{ readonly storedAt: number; readonly value: A }>
+const entryOf = <A, I>(value: Schema.Codec<A, I>): EntryDecoder<A> =>
+  Schema.decodeUnknownOption(Schema.Struct({ storedAt: Schema.Finite, value }))
+
+const entries = {
+  currencies: entryOf(Currencies),
+  resolution: entryOf(Resolution),
+  latest: entryOf(Latest),
+  chart: entryOf(Chart)
+}
+
+/** A value and where it came from. */
+interface Sourced<A> {
+  readonly value: A
+  /** When it was fetched from the upstream (epoch ms). */
+  readonly storedAt: number
+  /** True when it is the last good copy served because the upstream failed. */
+  readonly stale: boolean
+}
+
+const keys = {
+  currencies: "rates:cg:currencies",
+  symbol: (symbol: string) => `rates:cg:symbol:${symbol}`,
+  latest: (currency: string, id: string) => `rates:cg:latest:${currency}:${id}`,
+  chart: (id: string, currency: string, days: number) => `rates:cg:chart:${id}:${currency}:${days}`,
+  lastGood: (key: string) => `${key}:last-good`
+}
+
+const ONE_DAY = Duration.hours(24)
+/**
+ * Series are fetched for a few fixed ranges and sliced: 29 and 30 days share one upstream call and one
+ * cache entry, and callers cannot multiply cache keys (or upstream calls) by varying `days`.
+ */
+const SERIES_RANGES = [7, 30, 90, 180, 365] as const
+export const seriesRangeFor = (days: number): number => SERIES_RANGES.find((range) => range >= days) ?? days
+
+/** A coin missing upstream may be listed later; ask again after an hour rather than on every request. */
+const MISSING_COIN_TTL = Duration.hours(1)
+
+const toLatest = (row: MarketRow): NonNullable<Latest> => ({
+  name: row.name,
+  price: row.current_price,
+  change24h: row.price_change_percentage_24h_in_currency ?? row.price_change_percentage_24h ?? null,
+  change7d: row.price_change_percentage_7d_in_currency ?? null,
+  change30d: row.price_change_percentage_30d_in_currency ?? null
+})
+
+/** Of the coins sharing a ticker, the top-ranked one (an unranked coin loses to any ranked one). */
+const topRanked = (rows: ReadonlyArray<MarketRow>, symbol: string): MarketRow | undefined => {
+  let best: MarketRow | undefined
+  for (const row of rows) {
+    if (row.symbol.toLowerCase() !== symbol.toLowerCase()) continue
+    const rank = row.market_cap_rank ?? Number.POSITIVE_INFINITY
+    const bestRank = best?.market_cap_rank ?? Number.POSITIVE_INFINITY
+    if (best === undefined || rank < bestRank) best = row
+  }
+  return best
+}
+
+const isoSeconds = (epochMs: number) => new Date(epochMs).toISOString().replace(/\.\d{3}Z$/, "Z")
+
+// ---------------------------------------------------------------------------------------------------
+
+const makeCoinGeckoRates: Effect.Effect<
+  RatesProvider["Service"],
+  never,
+  CoinGeckoClient | RatesCache | RatesConfig | Scope.Scope
+> = Effect.gen(function*() {
+  const config = yield* RatesConfig
+  const cache = yield* RatesCache
+  const upstream = yield* CoinGeckoClient
+  const flights = yield* makeSingleFlight
+  const lastGoodTtl = Duration.hours(config.staleTtlHours)
+
+  const read = <A>(entry: EntryDecoder<A>, key: string) => Effect.map(cache.get(key), Option.flatMap(entry))
+
+  /** Writes the fresh copy and, unless told otherwise, the last good copy. */
+  const write = (key: string, value: Schema.Json, storedAt: number, ttl: Duration.Duration, keepLastGood = true) =>
+    Effect.andThen(
+      cache.set(key, { storedAt, value }, ttl),
+      keepLastGood ? cache.set(keys.lastGood(key), { storedAt, value }, lastGoodTtl) : Effect.void
+    )
+
+  /** Waits for shared upstream work, but not past this request's deadline. */
+  const byDeadline = (deadline: number) => <A>(effect: Effect.Effect<A, CoinGeckoError>) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      effect.pipe(Effect.timeoutOrElse({
+        duration: Duration.millis(Math.max(0, deadline - now)),
+        orElse: () =>
+          Effect.fail(new CoinGeckoError({ kind: "transient", detail: `no answer within the ${config.requestBudgetMs} ms budget`, retryAfterSeconds: 0 }))
+      })))
+
+  /**
+   * Fresh copy → else one shared upstream fetch → else (upstream failed) the last good copy.
+   * A not-found answer is not an upstream failure and is never papered over with an old copy.
+   */
+  const cachedOrFetch = <A extends Schema.Json>(options: {
+    readonly key: string
+    readonly entry: EntryDecoder<A>
+    readonly fetch: Effect.Effect<A, CoinGeckoError>
+    readonly ttl: (value: A, now: number) => Duration.Duration
+    readonly deadline: number
+  }): Effect.Effect<Sourced<A>, CoinGeckoError> => {
+    const fresh = read(options.entry, options.key)
+    const fill = Effect.gen(function*() {
+      // Another flight may have filled it between our miss and this flight starting.
+      const again = yield* fresh
+      if (Option.isSome(again)) return { ...again.value, stale: false }
+      const value = yield* options.fetch
+      const storedAt = yield* Clock.currentTimeMillis
+      yield* write(options.key, value, storedAt, options.ttl(value, storedAt), value !== null)
+      return { value, storedAt, stale: false }
+    })
+    return Effect.gen(function*() {
+      const hit = yield* fresh
+      if (Option.isSome(hit)) return { ...hit.value, stale: false }
+      return yield* flights.run(options.key, fill).pipe(byDeadline(options.deadline))
+    }).pipe(
+      Effect.catchIf((error) => error.kind !== "not-found", (error) =>
+        Effect.flatMap(read(options.entry, keys.lastGood(options.key)), (copy) =>
+          Option.match(copy, {
+            onNone: () => Effect.fail(error),
+            onSome: ({ storedAt, value }) => Effect.succeed<Sourced<A>>({ value, storedAt, stale: true })
+          })))
+    )
+  }
+
+  // -- 1. currency ----------------------------------------------------------------------------------
+
+  const checkCurrency = (currency: string, deadline: number): Effect.Effect<void, UnsupportedCurrencyError> =>
+    cachedOrFetch({
+      key: keys.currencies,
+      entry: entries.currencies,
+      fetch: Effect.map(upstream.supportedCurrencies, (codes) => codes.map((code) => code.toLowerCase())),
+      ttl: () => ONE_DAY,
+      deadline
+    }).pipe(
+      Effect.flatMap(({ value }) =>
+        value.includes(currency) ? Effect.void : Effect.fail(new UnsupportedCurrencyError({ currency }))),
+      // Without the list we cannot judge the code; the data calls below will fail for a bad one, and an
+      // outage of this one endpoint must not hide cached data.
+      Effect.catchTag("CoinGeckoError", (error) =>
+        Effect.logWarning("rates: currency list unavailable; not validating", error.message))
+    )
+
+  // -- 2. symbols → coins ---------------------------------------------------------------------------
+
+  /** Looks up uncurated symbols in one upstream call; also keeps the rows as latest prices. */
+  const lookUpSymbols = (symbols: ReadonlyArray<string>, currency: string): Effect.Effect<Map<string, Coin | null>, CoinGeckoError> =>
+    Effect.gen(function*() {
+      const rows = yield* upstream.marketsBySymbols(currency, symbols)
+      const storedAt = yield* Clock.currentTimeMillis
+      const found = new Map<string, Coin | null>()
+      for (const symbol of symbols) {
+        const row = topRanked(rows, symbol)
+        const coin = row === undefined ? null : { id: row.id, name: row.name }
+        found.set(symbol, coin)
+        yield* write(keys.symbol(symbol), coin, storedAt, ONE_DAY)
+        if (row !== undefined) {
+          yield* write(keys.latest(currency, row.id), toLatest(row), storedAt, Duration.seconds(config.latestTtlSeconds))
+        }
+      }
+      return found
+    })
+
+  const resolve = (symbols: ReadonlyArray<string>, currency: string, deadline: number) =>
+    Effect.gen(function*() {
+      const coins = new Map<string, Coin | null>()
+      let stale = false
+      const toLookUp: Array<string> = []
+      for (const symbol of symbols) {
+        const curated = curatedCoinFor(symbol)
+        if (curated !== undefined) {
+          coins.set(symbol, curated)
+          continue
+        }
+        const hit = yield* read(entries.resolution, keys.symbol(symbol))
+        if (Option.isSome(hit)) coins.set(symbol, hit.value.value)
+        else toLookUp.push(symbol)
+      }
+      if (toLookUp.length === 0) return { coins, stale }
+
+      const batch = [...toLookUp].sort()
+      const looked = yield* flights.run(`lookup:${currency}:${batch.join(",")}`, lookUpSymbols(batch, currency)).pipe(
+        byDeadline(deadline),
+        Effect.result
+      )
+      if (looked._tag === "Success") {
+        for (const symbol of toLookUp) coins.set(symbol, looked.success.get(symbol) ?? null)
+        return { coins, stale }
+      }
+      // Upstream failed: use old resolutions; a symbol we never resolved cannot be answered.
+      for (const symbol of toLookUp) {
+        const copy = yield* read(entries.resolution, keys.lastGood(keys.symbol(symbol)))
+        if (Option.isNone(copy)) return yield* Effect.fail(looked.failure)
+        coins.set(symbol, copy.value.value)
+        stale = true
+      }
+      return { coins, stale }
+    })
+
+  // -- 3. data ----------------------------------------------------------------------------------------
+
+  /** Latest prices for coins, one batched upstream call for the misses. Missing entries mean "unavailable". */
+  const latestFor = (ids: ReadonlyArray<string>, currency: string, deadline: number) =>
+    Effect.gen(function*() {
+      const latest = new Map<string, Sourced<Latest>>()
+      const misses: Array<string> = []
+      for (const id of ids) {
+        const hit = yield* read(entries.latest, keys.latest(currency, id))
+        if (Option.isSome(hit)) latest.set(id, { ...hit.value, stale: false })
+        else misses.push(id)
+      }
+      if (misses.length === 0) return { latest, failure: undefined }
+
+      const batch = [...misses].sort()
+      const fetched = yield* flights.run(
+        `latest:${currency}:${batch.join(",")}`,
+        Effect.gen(function*() {
+          const rows = yield* upstream.marketsByIds(currency, batch)
+          const storedAt = yield* Clock.currentTimeMillis
+          const byId = new Map(rows.map((row) => [row.id, row] as const))
+          const out = new Map<string, Sourced<Latest>>()
+          for (const id of batch) {
+            const row = byId.get(id)
+            const value = row === undefined ? null : toLatest(row)
+            yield* write(keys.latest(currency, id), value, storedAt, Duration.seconds(config.latestTtlSeconds), value !== null)
+            out.set(id, { value, storedAt, stale: false })
+          }
+          return out
+        })
+      ).pipe(byDeadline(deadline), Effect.result)
+
+      if (fetched._tag === "Success") {
+        for (const [id, value] of fetched.success) latest.set(id, value)
+        return { latest, failure: undefined }
+      }
+      for (const id of misses) {
+        const copy = yield* read(entries.latest, keys.lastGood(keys.latest(currency, id)))
+        if (Option.isSome(copy)) latest.set(id, { ...copy.value, stale: true })
+      }
+      return { latest, failure: fetched.failure }
+    })
+
+  /** Daily closes for a range bucket; the caller keeps the last `days` of them. */
+  const chartFor = (id: string, currency: string, days: number, deadline: number) => {
+    const range = seriesRangeFor(days)
+    return cachedOrFetch({
+      key: keys.chart(id, currency, range),
+      entry: entries.chart,
+      fetch: upstream.marketChart(id, currency, range).pipe(
+        Effect.map((points): ReadonlyArray<DailyPoint> | null => toDailySeries(points, range)),
+        Effect.catchIf((error) => error.kind === "not-found", () => Effect.succeed(null))
+      ),
+      // Past points never change: keep them until the next daily point is published.
+      ttl: (value, now) => value === null ? MISSING_COIN_TTL : Duration.millis(millisUntilNextDailyPoint(now)),
+      deadline
+    })
+  }
+
+  // ---------------------------------------------------------------------------------------------------
+
+  const historical = (query: RatesQuery): Effect.Effect<RatesResult, RatesError> =>
+    Effect.gen(function*() {
+      const startedAt = yield* Clock.currentTimeMillis
+      const deadline = startedAt + config.requestBudgetMs
+      const currency = query.currency.toLowerCase()
+
+      yield* checkCurrency(currency, deadline)
+      const resolved = yield* resolve(query.symbols, currency, deadline)
+
+      const ids = [...new Set([...resolved.coins.values()].flatMap((coin) => (coin === null ? [] : [coin.id])))]
+      const [latest, charts] = yield* Effect.all([
+        latestFor(ids, currency, deadline),
+        Effect.forEach(ids, (id) => Effect.result(chartFor(id, currency, query.days, deadline)), { concurrency: "unbounded" })
+      ], { concurrency: 2 })
+      const chartById = new Map(ids.map((id, i) => [id, charts[i]!] as const))
+
+      let stale = resolved.stale
+      let asOf = Number.POSITIVE_INFINITY
+      const rates: Array<RateSeries> = []
+      const unknown: Array<string> = []
+
+      for (const symbol of query.symbols) {
+        const coin = resolved.coins.get(symbol) ?? null
+        const chart = coin === null ? undefined : chartById.get(coin.id)
+        if (coin === null || chart === undefined) {
+          unknown.push(symbol)
+          continue
+        }
+        // Strict: every known coin is served (fresh or last good), or the request fails.
+        if (chart._tag === "Failure") return yield* Effect.fail(chart.failure)
+        if (chart.success.value === null) {
+          unknown.push(symbol) // resolved, but the upstream has no such coin (404)
+          continue
+        }
+        const series = chart.success.value.slice(-query.days)
+        const market = latest.latest.get(coin.id)
+        const lastClose = series.at(-1)
+        let price: number
+        let change: RateSeries["change"]
+        let name = coin.name
+        if (market !== undefined && market.value !== null && market.value.price !== null) {
+          price = market.value.price
+          change = { "24h": market.value.change24h, "7d": market.value.change7d, "30d": market.value.change30d }
+          name = market.value.name || name
+          asOf = Math.min(asOf, market.storedAt)
+          stale ||= market.stale
+        } else if (lastClose !== undefined) {
+          // No latest price (upstream lists no market, or it failed and we hold no copy): the last close.
+          price = lastClose[1]
+          change = changesFromSeries(chart.success.value) // the whole fetched range: 30d needs more than days=7
+          asOf = Math.min(asOf, lastClose[0])
+          stale ||= latest.failure !== undefined
+        } else {
+          unknown.push(symbol) // a coin without any price data
+          continue
+        }
+        stale ||= chart.success.stale
+        rates.push({ symbol, id: coin.id, name, price, change, series: series.map(([t, p]) => [t, p] as const) })
+      }
+
+      const result: RatesResult = {
+        currency: currency.toUpperCase(),
+        days: query.days,
+        interval: "daily",
+        asOf: isoSeconds(Number.isFinite(asOf) ? asOf : startedAt),
+        source: SOURCE,
+        stale,
+        rates,
+        unknown,
+        attribution: ATTRIBUTION
+      }
+      return result
+    }).pipe(
+      Effect.catchTag("CoinGeckoError", (error) =>
+        // A not-found outside a chart call would mean a broken upstream contract: report it as such.
+        Effect.fail(error.kind === "not-found" ? new RatesUpstreamError({ reason: error.message }) : toRatesError(error))),
+      Effect.withSpan("rates.historical", { attributes: { symbols: query.symbols.length, days: query.days } })
+    )
+
+  return RatesProvider.of({ historical })
+})
+
+// ---------------------------------------------------------------------------------------------------
+// Layers
+
+/** Everything injected: swap the cache (Redis), the budget and breaker stores, or the config. */
+export const layerNoDeps: Layer.Layer<RatesProvider, never, CoinGeckoClient | RatesCache | RatesConfig> = Layer.effect(
+  RatesProvider,
+  makeCoinGeckoRates
+)
+
+const withMemoryStores = (config: Layer.Layer<RatesConfig, ConfigInvalid>) =>
+  layerNoDeps.pipe(
+    Layer.provide(CoinGeckoClient.layerNoDeps),
+    Layer.provide(Layer.mergeAll(config, RatesCache.layerMemory(), layerUpstreamGuardsMemory))
+  )
+
+/** The production Layer for one instance: config from `process.env`, in-memory cache, budget and breaker. */
+export const layer: Layer.Layer<RatesProvider, ConfigInvalid, HttpClient.HttpClient> = withMemoryStores(RatesConfig.layer)
+
+/** As `layer`, with configuration from an explicit environment (tests). */
+export const layerFrom = (env: Env): Layer.Layer<RatesProvider, ConfigInvalid, HttpClient.HttpClient> =>
+  withMemoryStores(RatesConfig.layerFrom(env))

@@ -1,0 +1,55 @@
+/**
+ * Pure helpers for daily price series (CONTRACT C4: daily points at 00:00 UTC, oldest first).
+ */
+import type { ChartPoint } from "./CoinGeckoClient.ts"
+
+export const DAY_MS = 86_400_000
+
+/** CoinGecko publishes the previous day's 00:00 UTC point at 00:35 UTC. */
+const DAILY_POINT_PUBLISHED_AFTER_MS = 35 * 60_000
+
+export type DailyPoint = readonly [epochMs: number, price: number]
+
+/**
+ * `market_chart?interval=daily` → at most `days` points at 00:00 UTC, oldest first.
+ *
+ * CoinGecko ends the series with a "now" point that is not a daily close: a trailing point off
+ * midnight is dropped. Other points are snapped to the nearest midnight (closes can be a few seconds
+ * off), one per day (the later one wins), and null prices are skipped.
+ */
+export const toDailySeries = (points: ReadonlyArray<ChartPoint>, days: number): Array<DailyPoint> => {
+  const priced = points
+    .filter((point): point is readonly [number, number] => point[1] !== null && Number.isFinite(point[0]))
+    .slice()
+    .sort((a, b) => a[0] - b[0])
+  const last = priced.at(-1)
+  if (last !== undefined && last[0] % DAY_MS !== 0) priced.pop()
+  const byDay = new Map<number, number>()
+  for (const [time, price] of priced) byDay.set(Math.round(time / DAY_MS) * DAY_MS, price)
+  return [...byDay.entries()]
+    .sort((a, b) => a[0] - b[0])
+    .slice(-Math.max(0, days))
+    .map(([time, price]) => [time, price] as const)
+}
+
+/** How long a cached series stays complete: until the next daily point is published upstream. */
+export const millisUntilNextDailyPoint = (now: number): number => {
+  const dayStart = Math.floor(now / DAY_MS) * DAY_MS
+  const nextPublication = dayStart + DAILY_POINT_PUBLISHED_AFTER_MS
+  return (now < nextPublication ? nextPublication : nextPublication + DAY_MS) - now
+}
+
+const percentChange = (from: number | undefined, to: number): number | null =>
+  from === undefined || from === 0 ? null : ((to - from) / from) * 100
+
+/**
+ * % changes measured on the series itself, for when the upstream's latest-price data is unavailable:
+ * from the close 1, 7 and 30 days before the last point to the last point.
+ */
+export const changesFromSeries = (series: ReadonlyArray<DailyPoint>) => {
+  const last = series.at(-1)
+  if (last === undefined) return { "24h": null, "7d": null, "30d": null }
+  const byDay = new Map(series)
+  const back = (days: number) => percentChange(byDay.get(last[0] - days * DAY_MS), last[1])
+  return { "24h": back(1), "7d": back(7), "30d": back(30) }
+}
