@@ -1,0 +1,74 @@
+/**
+ * The whole process: start-up validation, SIGTERM draining, the metrics listener.
+ */
+import { afterAll, describe, expect, it } from "vitest"
+import { freePort, type ServiceProcess, spawnService, startExpectingFailure } from "../support/spawn.ts"
+
+const running: Array<ServiceProcess> = []
+afterAll(async () => {
+  await Promise.all(running.map((s) => s.stop("SIGKILL")))
+})
+
+describe("start-up configuration", () => {
+  it("names every bad variable and exits 1", async () => {
+    const { code, output } = await startExpectingFailure({ PORT: "http", TRUST_PROXY: "maybe", TOKEN_TTL_SECONDS: "-5" })
+    expect(code).toBe(1)
+    expect(output).toMatch(/PORT: expected an integer/)
+    expect(output).toMatch(/TRUST_PROXY: expected true or false/)
+    expect(output).toMatch(/TOKEN_TTL_SECONDS: expected an integer/)
+    expect(output).not.toMatch(/\n\s+at /) // a message, not a stack trace
+  })
+
+  it("refuses the local newsletter list in production, saying which variable to set", async () => {
+    const { code, output } = await startExpectingFailure({ APP_ENV: "production" })
+    expect(code).toBe(1)
+    expect(output).toMatch(/NEWSLETTER_PROVIDER/)
+  })
+
+  it("refuses signing keys and a pepper generated on the fly in production", async () => {
+    const { code, output } = await startExpectingFailure({
+      APP_ENV: "production",
+      NEWSLETTER_PROVIDER: "listmonk",
+      LISTMONK_URL: "http://127.0.0.1:9",
+      LISTMONK_LISTS: "es:0b6f8f3e-6a1c-4c9e-9b7e-2f1d3c4b5a61,en:0b6f8f3e-6a1c-4c9e-9b7e-2f1d3c4b5a62,fr:0b6f8f3e-6a1c-4c9e-9b7e-2f1d3c4b5a63,it:0b6f8f3e-6a1c-4c9e-9b7e-2f1d3c4b5a64,pt:0b6f8f3e-6a1c-4c9e-9b7e-2f1d3c4b5a65"
+    })
+    expect(code).toBe(1)
+    expect(output).toMatch(/OAUTH_SIGNING_KEYS: required in production/)
+    expect(output).toMatch(/OAUTH_SECRET_PEPPER: required in production/)
+  })
+})
+
+describe("SIGTERM", () => {
+  it("completes every accepted request, then exits 0", async () => {
+    const service = await spawnService({ RATE_LIMIT_HEALTH_PER_MIN: "100000" })
+    running.push(service)
+    const inFlight = Array.from({ length: 200 }, () =>
+      fetch(`${service.url}/api/health`).then((r) => r.status, () => "refused" as const)
+    )
+    await new Promise((r) => setTimeout(r, 5))
+    const exit = service.stop("SIGTERM")
+    const statuses = await Promise.all(inFlight)
+    expect(await exit).toBe(0)
+    // Every request either completed with 200 or was never accepted (connection refused after close).
+    expect(statuses.every((s) => s === 200 || s === "refused")).toBe(true)
+    expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(0)
+  })
+})
+
+describe("metrics", () => {
+  it("serves Prometheus text on METRICS_PORT, off the public port", async () => {
+    const metricsPort = await freePort()
+    const service = await spawnService({ METRICS_PORT: String(metricsPort) })
+    running.push(service)
+    await fetch(`${service.url}/api/health`)
+    await fetch(`${service.url}/nope`)
+    await fetch(`${service.url}/api/v1/exchange-rates`, { method: "POST", body: "{}", headers: { "content-type": "application/json" } })
+    const publicMetrics = await fetch(`${service.url}/metrics`)
+    expect(publicMetrics.status).toBe(404)
+    const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
+    expect(text).toMatch(/# TYPE http_requests_total counter/)
+    expect(text).toMatch(/http_requests_total\{[^}]*route="\/api\/health"[^}]*status="200"[^}]*\} 1/)
+    expect(text).toMatch(/http_requests_total\{[^}]*route="unmatched"[^}]*status="404"[^}]*\} 2/) // /nope and the public /metrics
+    expect(text).toMatch(/http_request_duration_seconds_bucket\{[^}]*route="\/api\/v1\/exchange-rates"/)
+  })
+})

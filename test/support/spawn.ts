@@ -1,0 +1,96 @@
+/**
+ * Runs the real entrypoint (`node src/main.ts`) as a child process, for tests of what only a whole
+ * process shows: shared state between instances, SIGTERM, the metrics listener, start-up checks.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtempSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+
+export interface ServiceProcess {
+  readonly url: string
+  readonly port: number
+  readonly child: ChildProcess
+  readonly output: () => string
+  /** Sends the signal and resolves with the exit code. */
+  readonly stop: (signal?: NodeJS.Signals) => Promise<number | null>
+}
+
+export const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0))
+    })
+  })
+
+export const tempDataDir = () => mkdtempSync(join(tmpdir(), "crypto-api-"))
+
+/** Starts the service and waits until it listens; rejects with its output if it exits first. */
+export const spawnService = async (env: Record<string, string>, timeoutMs = 20_000): Promise<ServiceProcess> => {
+  const port = await freePort()
+  const child = spawn(process.execPath, ["src/main.ts"], {
+    env: {
+      PATH: process.env.PATH ?? "",
+      HOST: "127.0.0.1",
+      PORT: String(port),
+      DATA_DIR: tempDataDir(),
+      COINGECKO_BASE_URL: "http://127.0.0.1:9/unused",
+      ...env
+    },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  let output = ""
+  child.stdout!.on("data", (chunk) => (output += chunk))
+  child.stderr!.on("data", (chunk) => (output += chunk))
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`service did not start in ${timeoutMs} ms:\n${output}`)), timeoutMs)
+    const poll = setInterval(() => {
+      if (output.includes("Listening on")) {
+        clearTimeout(timer)
+        clearInterval(poll)
+        resolve()
+      }
+    }, 25)
+    void exited.then((code) => {
+      clearTimeout(timer)
+      clearInterval(poll)
+      reject(new Error(`service exited with ${code} before listening:\n${output}`))
+    })
+  })
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    child,
+    output: () => output,
+    stop: (signal = "SIGTERM") => {
+      if (child.exitCode !== null) return Promise.resolve(child.exitCode)
+      child.kill(signal)
+      return exited
+    }
+  }
+}
+
+/** Resolves with the exit code and output of a start that is expected to fail. */
+export const startExpectingFailure = (env: Record<string, string>, timeoutMs = 20_000) =>
+  new Promise<{ code: number | null; output: string }>((resolve, reject) => {
+    const child = spawn(process.execPath, ["src/main.ts"], {
+      env: { PATH: process.env.PATH ?? "", HOST: "127.0.0.1", PORT: "0", DATA_DIR: tempDataDir(), ...env },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let output = ""
+    child.stdout.on("data", (c) => (output += c))
+    child.stderr.on("data", (c) => (output += c))
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error(`start did not fail in ${timeoutMs} ms:\n${output}`))
+    }, timeoutMs)
+    child.once("exit", (code) => {
+      clearTimeout(timer)
+      resolve({ code, output })
+    })
+  })
