@@ -2,7 +2,6 @@
  * The entrypoint: reads configuration, composes every live Layer once and serves until SIGTERM
  * (in-flight requests drain, then exit 0).
  */
-import { createServer } from "node:http"
 import { NodeHttpClient, NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Exit, Layer, Logger } from "effect"
 import { HttpRouter } from "effect/http"
@@ -10,6 +9,7 @@ import { AppRoutes } from "./app.ts"
 import { AppConfig } from "./config.ts"
 import { ConfigInvalid } from "./env.ts"
 import { AccessLog } from "./http/AccessLog.ts"
+import { createAppServer } from "./http/nodeServer.ts"
 import { MetricsServer } from "./http/metrics.ts"
 import { RequestCounterMemory, RequestCounterRedis } from "./http/rateLimit.ts"
 import { routerConfig } from "./http/routeTable.ts"
@@ -52,11 +52,11 @@ export const Services = ProductionChecks.pipe(
 
 const HttpServerLive = Layer.unwrap(
   Effect.map(AppConfig, (config) =>
-    NodeHttpServer.layer(
-      // Slow-loris protection: bounded time to send headers and the whole request.
-      () => createServer({ headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 5_000 }),
-      { port: config.port, host: config.host, gracefulShutdownTimeout: "10 seconds" }
-    ))
+    NodeHttpServer.layer(createAppServer, {
+      port: config.port,
+      host: config.host,
+      gracefulShutdownTimeout: "10 seconds"
+    }))
 ).pipe(Layer.provide(AppConfig.layer))
 
 const Metrics = Layer.unwrap(
@@ -64,9 +64,10 @@ const Metrics = Layer.unwrap(
     config.metricsPort === undefined ? Layer.empty : MetricsServer(config.metricsPort, config.metricsHost))
 ).pipe(Layer.provide(AppConfig.layer))
 
+// Services first (keys, registries, upstream clients), then the listening socket.
 export const Main = Layer.merge(HttpRouter.serve(AppRoutes, { disableLogger: true, routerConfig }), Metrics).pipe(
-  Layer.provide(Services),
   Layer.provide(HttpServerLive),
+  Layer.provide(Services),
   Layer.provide(Logger.layer([Logger.consoleJson]))
 )
 

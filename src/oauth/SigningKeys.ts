@@ -2,7 +2,8 @@
  * ES256 keys that sign access tokens (CONTRACT C6, RFC 9068), each with a `kid` = RFC 7638 thumbprint.
  *
  * Sources, in order:
- * - `OAUTH_SIGNING_KEYS` (origin `configured`): a JWKS of P-256 keys; the first is private and signs,
+ * - `OAUTH_SIGNING_KEYS` (origin `configured`): a JWKS of P-256 keys (a key without `kid` gets its RFC 7638
+ *   thumbprint; a given `kid` is kept); the first is private and signs,
  *   the rest are published for verification. Rotation = edit the variable and restart
  *   (`node scripts/clients.ts rotate-key` prints the next value).
  * - `$DATA_DIR/oauth/signing-keys.json` (origin `file`, or `generated` when this start created it; mode

@@ -10,7 +10,7 @@
  */
 import { Cause, Clock, Context, Data, Duration, Effect, Exit, Layer, Option, Redacted, Result, Schedule, Schema, Semaphore } from "effect"
 import { Headers, HttpClient, HttpClientRequest } from "effect/http"
-import { CircuitBreaker, RateLimiter } from "effect/persistence"
+import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
 import { RatesConfig } from "./RatesConfig.ts"
 import { RatesUnavailableError, RatesUpstreamError } from "./RatesProvider.ts"
 
@@ -331,6 +331,15 @@ const makeCoinGeckoClient = Effect.gen(function*() {
       }, (json) => Exit.map(Schema.decodeUnknownExit(MarketChartBody)(json), (body) => body.prices))
   })
 })
+
+/** Budget and breaker state shared by every instance through Redis (REDIS_URL); `keyPrefix` namespaces it. */
+export const layerUpstreamGuardsRedis = (
+  keyPrefix = ""
+): Layer.Layer<RateLimiter.RateLimiter | CircuitBreaker.CircuitBreakerStore, never, Redis.Redis> =>
+  Layer.mergeAll(
+    RateLimiter.layer.pipe(Layer.provide(RateLimiter.layerStoreRedis({ prefix: `${keyPrefix}ratelimiter:` }))),
+    CircuitBreaker.layerStoreRedis({ prefix: `${keyPrefix}circuitbreaker:` })
+  )
 
 /** The memory-backed budget and breaker stores, for a single instance. */
 export const layerUpstreamGuardsMemory: Layer.Layer<RateLimiter.RateLimiter | CircuitBreaker.CircuitBreakerStore> = Layer.mergeAll(

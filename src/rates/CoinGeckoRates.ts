@@ -5,18 +5,31 @@
  * 10 s whatever the upstream does):
  *   1. currency check against `/simple/supported_vs_currencies` (cached a day);
  *   2. symbols → coins: the curated map, then the upstream's symbol lookup (cached a day, unknowns too);
- *   3. per coin, the daily series (cached until the next daily point) and the latest price and changes
- *      (one batched `/coins/markets` call, cached a minute).
+ *   3. per coin, the daily series (fetched for a fixed range of 7/30/90/180/365 days and sliced; cached
+ *      until the next daily point) and the latest price and changes (one batched `/coins/markets` call,
+ *      cached a minute).
  * Each cached item also has a long-lived "last good" copy. When the upstream fails, that copy is served
  * and the answer says `stale: true`; only when no copy exists does the upstream's error reach the caller.
  *
+ * A known coin that can be served neither fresh nor from a last good copy fails the whole call: a partial
+ * answer would look complete to the caller.
+ *
  * Usage: `import * as CoinGeckoRates from "./rates/CoinGeckoRates.ts"`, then provide `CoinGeckoRates.layer`
- * (needs an `HttpClient`, e.g. `NodeHttpClient.layerUndici`).
+ * (needs an `HttpClient`, e.g. `NodeHttpClient.layerUndici`), or `CoinGeckoRates.layerRedis` (also needs
+ * `Redis.Redis`) when several instances run.
  */
 import { Clock, Duration, Effect, Layer, Option, Schema, type Scope } from "effect"
 import type { HttpClient } from "effect/http"
+import type { Redis } from "effect/persistence"
 import type { ConfigInvalid, Env } from "../env.ts"
-import { CoinGeckoClient, CoinGeckoError, layerUpstreamGuardsMemory, type MarketRow, toRatesError } from "./CoinGeckoClient.ts"
+import {
+  CoinGeckoClient,
+  CoinGeckoError,
+  layerUpstreamGuardsMemory,
+  layerUpstreamGuardsRedis,
+  type MarketRow,
+  toRatesError
+} from "./CoinGeckoClient.ts"
 import { changesFromSeries, type DailyPoint, millisUntilNextDailyPoint, toDailySeries } from "./dailySeries.ts"
 import { RatesCache } from "./RatesCache.ts"
 import { RatesConfig } from "./RatesConfig.ts"
@@ -328,7 +341,8 @@ const makeCoinGeckoRates: Effect.Effect<
       const deadline = startedAt + config.requestBudgetMs
       const currency = query.currency.toLowerCase()
 
-      yield* checkCurrency(currency, deadline)
+      // The currency list is a nicety next to the data: it may not eat more than a third of the budget.
+      yield* checkCurrency(currency, Math.min(deadline, startedAt + config.requestBudgetMs / 3))
       const resolved = yield* resolve(query.symbols, currency, deadline)
 
       const ids = [...new Set([...resolved.coins.values()].flatMap((coin) => (coin === null ? [] : [coin.id])))]
@@ -425,3 +439,30 @@ export const layer: Layer.Layer<RatesProvider, ConfigInvalid, HttpClient.HttpCli
 /** As `layer`, with configuration from an explicit environment (tests). */
 export const layerFrom = (env: Env): Layer.Layer<RatesProvider, ConfigInvalid, HttpClient.HttpClient> =>
   withMemoryStores(RatesConfig.layerFrom(env))
+
+const withRedisStores = (config: Layer.Layer<RatesConfig, ConfigInvalid>, keyPrefix: string) =>
+  layerNoDeps.pipe(
+    Layer.provide(CoinGeckoClient.layerNoDeps),
+    Layer.provide(Layer.mergeAll(
+      config,
+      RatesCache.layerRedis({ prefix: `${keyPrefix}rates-cache:` }),
+      layerUpstreamGuardsRedis(keyPrefix)
+    ))
+  )
+
+/**
+ * For several instances (REDIS_URL set): the cache, the calls-per-minute budget and the circuit breaker
+ * are shared through Redis: what one instance fetched serves the others, and all stay within one budget.
+ * Single-flight stays per instance. Provide `Redis.Redis` (e.g. `NodeRedis.layer`) and an `HttpClient`.
+ */
+export const layerRedis: Layer.Layer<RatesProvider, ConfigInvalid, HttpClient.HttpClient | Redis.Redis> = withRedisStores(
+  RatesConfig.layer,
+  ""
+)
+
+/** As `layerRedis`, with configuration from an explicit environment and its Redis keys under `keyPrefix` (tests). */
+export const layerRedisFrom = (
+  env: Env,
+  options?: { readonly keyPrefix?: string }
+): Layer.Layer<RatesProvider, ConfigInvalid, HttpClient.HttpClient | Redis.Redis> =>
+  withRedisStores(RatesConfig.layerFrom(env), options?.keyPrefix ?? "")

@@ -2,7 +2,8 @@
  * The whole process: start-up validation, SIGTERM draining, the metrics listener.
  */
 import { afterAll, describe, expect, it } from "vitest"
-import { freePort, type ServiceProcess, spawnService, startExpectingFailure } from "../support/spawn.ts"
+import { spawn } from "node:child_process"
+import { freePort, type ServiceProcess, spawnService, startExpectingFailure, tempDataDir } from "../support/spawn.ts"
 
 const running: Array<ServiceProcess> = []
 afterAll(async () => {
@@ -35,6 +36,32 @@ describe("start-up configuration", () => {
     expect(code).toBe(1)
     expect(output).toMatch(/OAUTH_SIGNING_KEYS: required in production/)
     expect(output).toMatch(/OAUTH_SECRET_PEPPER: required in production/)
+  })
+})
+
+describe("start-up", () => {
+  it("answers requests that arrive while it starts instead of leaving them hanging", async () => {
+    const port = await freePort()
+    const child = spawn(process.execPath, ["src/main.ts"], {
+      env: { PATH: process.env.PATH ?? "", HOST: "127.0.0.1", PORT: String(port), DATA_DIR: tempDataDir() },
+      stdio: "ignore"
+    })
+    try {
+      const outcomes: Array<string | number> = []
+      for (let i = 0; i < 400 && !outcomes.includes(200); i++) {
+        outcomes.push(
+          await fetch(`http://127.0.0.1:${port}/api/health`, { signal: AbortSignal.timeout(5_000) }).then(
+            (r) => r.status,
+            (e: Error) => (e.name === "TimeoutError" ? "hung" : "refused")
+          )
+        )
+        if (outcomes.at(-1) === "refused") await new Promise((r) => setTimeout(r, 5))
+      }
+      expect(outcomes).toContain(200)
+      expect(outcomes).not.toContain("hung")
+    } finally {
+      child.kill("SIGKILL")
+    }
   })
 })
 

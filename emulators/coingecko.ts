@@ -1,0 +1,380 @@
+/**
+ * A CoinGecko-compatible emulator (the subset of API v3 our rates capability uses), with switchable
+ * faults so the resilience of the client can be tested over real HTTP.
+ *
+ *   node emulators/coingecko.ts --port 4101 [--require-key KEY] [--now ISO]
+ *   prints one JSON line: {"emulator":"coingecko","url":"http://127.0.0.1:4101/api/v3","control":"…/__control"}
+ *
+ * API (under /api/v3): /ping, /simple/supported_vs_currencies, /coins/markets (ids= or
+ * symbols=&include_tokens=top|all), /coins/{id}/market_chart (interval=daily).
+ * Control (outside /api/v3):
+ *   POST /__control  {"mode": "none"|"5xx"|"429"|"429-no-retry-after"|"429-html"|"hang"|"reset"|
+ *                     "truncated"|"wrong-shape"|"401", "paths"?: ["/coins/markets"], "times"?: n,
+ *                     "retryAfterSeconds"?: n, "status"?: 5xx, "latency"?: {"/coins/markets": ms},
+ *                     "now"?: ISO string | null, "resetStats"?: true}
+ *   GET  /__stats    {"total": n, "byPath": {"/coins/bitcoin/market_chart": n, ...}, "maxInFlight": n}
+ * Imported: `startCoinGeckoEmulator({ port?, requireKey?, now? })`.
+ *
+ * Runs on Node's type stripping: erasable TypeScript only, local imports with `.ts`.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
+import type { AddressInfo } from "node:net"
+import { fileURLToPath } from "node:url"
+import {
+  DAY_MS,
+  emulatedChange,
+  emulatedCoinById,
+  emulatedCoins,
+  type EmulatedCoin,
+  emulatedCurrencies,
+  emulatedDailyPrices,
+  emulatedPrice,
+  topRankedBySymbol
+} from "./coingecko-data.ts"
+
+export const faultModes = [
+  "none",
+  "5xx",
+  "429",
+  "429-no-retry-after",
+  "429-html",
+  "hang",
+  "reset",
+  "truncated",
+  "wrong-shape",
+  "401"
+] as const
+export type FaultMode = (typeof faultModes)[number]
+
+export interface FaultOptions {
+  readonly mode: FaultMode
+  /** Path prefixes (below /api/v3) the fault applies to; all paths when absent. */
+  readonly paths?: ReadonlyArray<string>
+  /** Apply to the next n matching calls only, then behave normally. */
+  readonly times?: number
+  /** Retry-After for mode "429" (default 7). */
+  readonly retryAfterSeconds?: number
+  /** Status for mode "5xx" (default 503). */
+  readonly status?: number
+}
+
+export interface EmulatorStats {
+  readonly total: number
+  /** Calls per API path below /api/v3, faulted ones included. */
+  readonly byPath: Readonly<Record<string, number>>
+  /** Most API calls being answered at the same time. */
+  readonly maxInFlight: number
+}
+
+export interface CoinGeckoEmulator {
+  /** Base URL to use as COINGECKO_BASE_URL, e.g. http://127.0.0.1:40123/api/v3 */
+  readonly url: string
+  readonly port: number
+  setFault(fault: FaultMode | FaultOptions): void
+  /** Delay answers on paths starting with `pathPrefix` (below /api/v3); 0 removes it. */
+  setLatency(pathPrefix: string, ms: number): void
+  /** Freeze the emulator's clock (epoch ms), or undefined for the real clock. */
+  setNow(epochMs: number | undefined): void
+  resetStats(): void
+  stats(): EmulatorStats
+  close(): Promise<void>
+}
+
+export interface EmulatorOptions {
+  readonly port?: number
+  readonly host?: string
+  /** When set, requests must carry this key, else 401. */
+  readonly requireKey?: string
+  /** The header the key must come in (like the real demo and pro hosts); either header when absent. */
+  readonly keyHeader?: "x-cg-demo-api-key" | "x-cg-pro-api-key"
+  /** A fixed clock (epoch ms) for reproducible answers. */
+  readonly now?: number
+}
+
+const API_PREFIX = "/api/v3"
+
+const CLOUDFLARE_429 = `<!DOCTYPE html>
+<html><head><title>Error 1015 | Rate limited</title></head>
+<body><div id="cf-error-details"><h1>Error 1015</h1><h2>You are being rate limited</h2>
+<p>The owner of this website (api.coingecko.com) has banned you temporarily from accessing this website.</p>
+<p>Cloudflare Ray ID: 8f00000000000000</p></div></body></html>`
+
+const sendJson = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
+  const text = JSON.stringify(body)
+  res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text), ...headers })
+  res.end(text)
+}
+
+const csv = (value: string | null): Array<string> =>
+  value === null ? [] : value.split(",").map((part) => part.trim().toLowerCase()).filter((part) => part.length > 0)
+
+interface Answer {
+  readonly status: number
+  readonly body: unknown
+}
+
+const marketRow = (c: EmulatedCoin, currency: string, now: number, windows: ReadonlyArray<string>) => {
+  const price = emulatedPrice(c.id, currency, now)
+  const row: Record<string, unknown> = {
+    id: c.id,
+    symbol: c.symbol,
+    name: c.name,
+    image: `https://assets.example.invalid/coins/${c.id}.png`,
+    current_price: price,
+    market_cap: Math.round(price * 1_000_000_000 / (c.rank ?? 5_000)),
+    market_cap_rank: c.rank,
+    total_volume: Math.round(price * 10_000_000 / (c.rank ?? 5_000)),
+    price_change_percentage_24h: emulatedChange(c.id, currency, now, 24),
+    last_updated: new Date(now).toISOString()
+  }
+  const hoursOf: Record<string, number> = { "1h": 1, "24h": 24, "7d": 168, "14d": 336, "30d": 720, "200d": 4_800, "1y": 8_760 }
+  for (const window of windows) {
+    const hours = hoursOf[window]
+    if (hours !== undefined) row[`price_change_percentage_${window}_in_currency`] = emulatedChange(c.id, currency, now, hours)
+  }
+  return row
+}
+
+const byRank = (a: EmulatedCoin, b: EmulatedCoin) => (a.rank ?? Number.POSITIVE_INFINITY) - (b.rank ?? Number.POSITIVE_INFINITY)
+
+/** The API itself, faults aside. */
+const answer = (path: string, query: URLSearchParams, now: number): Answer => {
+  if (path === "/ping") return { status: 200, body: { gecko_says: "(V3) To the Moon!" } }
+  if (path === "/simple/supported_vs_currencies") return { status: 200, body: [...emulatedCurrencies.keys()] }
+
+  if (path === "/coins/markets") {
+    const currency = query.get("vs_currency")?.toLowerCase()
+    if (currency === undefined || currency === "") return { status: 400, body: { error: "Missing parameter vs_currency" } }
+    if (!emulatedCurrencies.has(currency)) return { status: 400, body: { error: "invalid vs_currency" } }
+    const windows = csv(query.get("price_change_percentage"))
+    const ids = csv(query.get("ids"))
+    const symbols = csv(query.get("symbols"))
+    let coins: Array<EmulatedCoin>
+    if (ids.length > 0) {
+      coins = emulatedCoins.filter((c) => ids.includes(c.id))
+    } else if (symbols.length > 0) {
+      coins = query.get("include_tokens") === "all"
+        ? emulatedCoins.filter((c) => symbols.includes(c.symbol))
+        : symbols.flatMap((s) => topRankedBySymbol(s) ?? [])
+    } else {
+      coins = [...emulatedCoins]
+    }
+    const perPage = Math.min(250, Math.max(1, Number(query.get("per_page") ?? 100) || 100))
+    const page = Math.max(1, Number(query.get("page") ?? 1) || 1)
+    const rows = [...new Set(coins)].sort(byRank).slice((page - 1) * perPage, page * perPage)
+    return { status: 200, body: rows.map((c) => marketRow(c, currency, now, windows)) }
+  }
+
+  const chart = /^\/coins\/([^/]+)\/market_chart$/.exec(path)
+  if (chart !== null) {
+    const c = emulatedCoinById.get(decodeURIComponent(chart[1]!))
+    if (c === undefined || c.chartMissing === true) return { status: 404, body: { error: "coin not found" } }
+    const currency = query.get("vs_currency")?.toLowerCase()
+    if (currency === undefined || !emulatedCurrencies.has(currency)) return { status: 400, body: { error: "invalid vs_currency" } }
+    const days = Number(query.get("days"))
+    if (!Number.isInteger(days) || days < 1) return { status: 400, body: { error: "invalid days" } }
+    if (days > 365) {
+      return {
+        status: 401,
+        body: {
+          error: {
+            status: {
+              timestamp: new Date(now).toISOString(),
+              error_code: 10012,
+              error_message: "Your request exceeds the allowed time range. Public API users are limited to querying historical data within the past 365 days."
+            }
+          }
+        }
+      }
+    }
+    const prices = emulatedDailyPrices(c.id, currency, days, now)
+    return {
+      status: 200,
+      body: {
+        prices,
+        market_caps: prices.map(([t, p]) => [t, Math.round(p * 1_000_000_000 / (c.rank ?? 5_000))]),
+        total_volumes: prices.map(([t, p]) => [t, Math.round(p * 10_000_000 / (c.rank ?? 5_000))])
+      }
+    }
+  }
+  return { status: 404, body: { error: "Not Found" } }
+}
+
+export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<CoinGeckoEmulator> => {
+  let fault: FaultOptions = { mode: "none" }
+  let faultsLeft: number | undefined
+  let frozenNow = options.now
+  const latency = new Map<string, number>()
+  let byPath: Record<string, number> = {}
+  let total = 0
+  let inFlight = 0
+  let maxInFlight = 0
+
+  const setFault = (next: FaultMode | FaultOptions) => {
+    const parsed = typeof next === "string" ? { mode: next } : next
+    if (!faultModes.includes(parsed.mode)) throw new Error(`unknown fault mode ${String(parsed.mode)}`)
+    fault = parsed
+    faultsLeft = parsed.times
+  }
+  const resetStats = () => {
+    byPath = {}
+    total = 0
+    maxInFlight = inFlight
+  }
+  const stats = (): EmulatorStats => ({ total, byPath: { ...byPath }, maxInFlight })
+  const now = () => frozenNow ?? Date.now()
+
+  /** The fault to apply to this call, consuming one of `times`. */
+  const faultFor = (path: string): FaultOptions | undefined => {
+    if (fault.mode === "none") return undefined
+    if (fault.paths !== undefined && !fault.paths.some((prefix) => path.startsWith(prefix))) return undefined
+    if (faultsLeft !== undefined) {
+      if (faultsLeft <= 0) return undefined
+      faultsLeft--
+    }
+    return fault
+  }
+
+  const keyAccepted = (req: IncomingMessage, query: URLSearchParams) => {
+    if (options.requireKey === undefined) return true
+    const given = options.keyHeader !== undefined
+      ? req.headers[options.keyHeader]
+      : req.headers["x-cg-demo-api-key"] ?? req.headers["x-cg-pro-api-key"] ?? query.get("x_cg_demo_api_key")
+    return given === options.requireKey
+  }
+
+  const handleControl = async (req: IncomingMessage, res: ServerResponse, path: string) => {
+    if (path === "/__stats" && req.method === "GET") return sendJson(res, 200, stats())
+    if (path !== "/__control" || req.method !== "POST") return sendJson(res, 404, { error: "Not Found" })
+    let body: Record<string, unknown>
+    try {
+      const chunks: Array<Buffer> = []
+      for await (const chunk of req) chunks.push(chunk as Buffer)
+      body = JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}") as Record<string, unknown>
+    } catch {
+      return sendJson(res, 400, { error: "control body must be JSON" })
+    }
+    try {
+      if (body.mode !== undefined) setFault(body as unknown as FaultOptions)
+      if (body.latency !== undefined) {
+        for (const [prefix, ms] of Object.entries(body.latency as Record<string, number>)) setLatency(prefix, ms)
+      }
+      if (body.now !== undefined) frozenNow = body.now === null ? undefined : Date.parse(String(body.now))
+      if (body.resetStats === true) resetStats()
+    } catch (error) {
+      return sendJson(res, 400, { error: String(error) })
+    }
+    return sendJson(res, 200, { fault, latency: Object.fromEntries(latency), now: new Date(now()).toISOString() })
+  }
+
+  const setLatency = (prefix: string, ms: number) => {
+    if (!(ms > 0)) latency.delete(prefix)
+    else latency.set(prefix, ms)
+  }
+
+  const handleApi = async (req: IncomingMessage, res: ServerResponse, path: string, query: URLSearchParams) => {
+    total++
+    byPath[path] = (byPath[path] ?? 0) + 1
+    inFlight++
+    maxInFlight = Math.max(maxInFlight, inFlight)
+    res.on("close", () => inFlight--)
+
+    const delay = [...latency].find(([prefix]) => path.startsWith(prefix))?.[1]
+    if (delay !== undefined) await new Promise((resolve) => setTimeout(resolve, delay))
+
+    if (req.method !== "GET") return sendJson(res, 405, { error: "Method Not Allowed" })
+    if (!keyAccepted(req, query)) {
+      return sendJson(res, 401, { status: { error_code: 10002, error_message: "API Key Missing or invalid" } })
+    }
+    const active = faultFor(path)
+    switch (active?.mode) {
+      case "5xx":
+        return sendJson(res, active.status ?? 503, { status: { error_code: active.status ?? 503, error_message: "Service Unavailable" } })
+      case "429":
+        return sendJson(res, 429, {
+          status: { error_code: 429, error_message: "You've exceeded the Rate Limit. Please visit https://www.coingecko.com/en/api/pricing to subscribe to our API plans for higher rate limits." }
+        }, { "retry-after": String(active.retryAfterSeconds ?? 7) })
+      case "429-no-retry-after":
+        return sendJson(res, 429, { status: { error_code: 429, error_message: "You've exceeded the Rate Limit." } })
+      case "429-html":
+        res.writeHead(429, { "content-type": "text/html; charset=UTF-8" })
+        return res.end(CLOUDFLARE_429)
+      case "hang":
+        return // never answers; close() ends the connection
+      case "reset":
+        return req.socket.destroy()
+      case "401":
+        return sendJson(res, 401, { error: { status: { error_code: 10011, error_message: "Invalid API Key: the key is not valid for this host" } } })
+      default:
+        break
+    }
+    const { body, status } = answer(path, query, now())
+    if (active?.mode === "truncated" && status === 200) {
+      const text = JSON.stringify(body)
+      res.writeHead(200, { "content-type": "application/json; charset=utf-8" })
+      return res.end(text.slice(0, Math.max(1, Math.floor(text.length / 2))))
+    }
+    if (active?.mode === "wrong-shape" && status === 200) return sendJson(res, 200, { result: { data: body } })
+    return sendJson(res, status, body)
+  }
+
+  const server = createServer((req, res) => {
+    const url = new URL(req.url ?? "/", "http://emulator.invalid")
+    const task = url.pathname.startsWith(`${API_PREFIX}/`)
+      ? handleApi(req, res, url.pathname.slice(API_PREFIX.length), url.searchParams)
+      : handleControl(req, res, url.pathname)
+    task.catch((error: unknown) => {
+      if (!res.headersSent) sendJson(res, 500, { error: String(error) })
+      else res.destroy()
+    })
+  })
+
+  return new Promise((resolve, reject) => {
+    server.once("error", reject)
+    server.listen(options.port ?? 0, options.host ?? "127.0.0.1", () => {
+      const address = server.address() as AddressInfo
+      const host = address.family === "IPv6" ? `[${address.address}]` : address.address
+      resolve({
+        url: `http://${host}:${address.port}${API_PREFIX}`,
+        port: address.port,
+        setFault,
+        setLatency,
+        setNow: (epochMs) => {
+          frozenNow = epochMs
+        },
+        resetStats,
+        stats,
+        close: () =>
+          new Promise<void>((done) => {
+            server.close(() => done())
+            // Hanging requests would keep close() waiting forever.
+            server.closeAllConnections()
+          })
+      })
+    })
+  })
+}
+
+export { DAY_MS }
+
+// Standalone: node emulators/coingecko.ts --port 4101 [--require-key KEY] [--now 2026-11-22T10:00:00Z]
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const argument = (name: string) => {
+    const i = process.argv.indexOf(name)
+    return i === -1 ? undefined : process.argv[i + 1]
+  }
+  const port = Number(argument("--port") ?? 4101)
+  const requireKey = argument("--require-key")
+  const nowArg = argument("--now")
+  const emulator = await startCoinGeckoEmulator({
+    port,
+    ...(requireKey === undefined ? {} : { requireKey }),
+    ...(nowArg === undefined ? {} : { now: Date.parse(nowArg) })
+  })
+  // One JSON line, like the other emulators in this repo, so scripts can read the URL.
+  const control = `${emulator.url.replace(/\/api\/v3$/, "")}/__control`
+  process.stdout.write(`${JSON.stringify({ emulator: "coingecko", url: emulator.url, control })}\n`)
+  const stop = () => void emulator.close().then(() => process.exit(0))
+  process.once("SIGINT", stop)
+  process.once("SIGTERM", stop)
+}

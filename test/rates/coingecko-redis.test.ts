@@ -1,0 +1,136 @@
+/**
+ * Several instances sharing state through a real Redis (REDIS_URL deployments): one instance's
+ * upstream fetch serves the others, and the calls-per-minute budget is one budget for all.
+ *
+ * Uses a private `redis-server` when one is installed, else the Redis at REDIS_URL (keys under a
+ * per-test prefix, nothing flushed); skipped only when neither exists.
+ */
+import { type ChildProcess, spawn, spawnSync } from "node:child_process"
+import { randomUUID } from "node:crypto"
+import { createServer } from "node:net"
+import { NodeHttpClient, NodeRedis } from "@effect/platform-node"
+import { afterAll, assert, beforeAll, beforeEach, describe, it } from "@effect/vitest"
+import { type Context, Effect, Layer } from "effect"
+import { Redis } from "effect/persistence"
+import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../../emulators/coingecko.ts"
+import type { Env } from "../../src/env.ts"
+import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
+import { RatesProvider, type RatesQuery } from "../../src/rates/RatesProvider.ts"
+import { EMULATOR_NOW, healthyEnv } from "./helpers.ts"
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const probe = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as { port: number }
+      probe.close(() => resolve(port))
+    })
+    probe.once("error", reject)
+  })
+
+const canSpawnRedis = spawnSync("redis-server", ["--version"]).status === 0
+const sharedRedisUrl = process.env.REDIS_URL
+let redisProcess: ChildProcess | undefined
+let redisUrl: string
+let emulator: CoinGeckoEmulator
+
+beforeAll(async () => {
+  emulator = await startCoinGeckoEmulator({ now: EMULATOR_NOW })
+  if (!canSpawnRedis) {
+    redisUrl = sharedRedisUrl ?? ""
+    return
+  }
+  const port = await freePort()
+  const server = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+  redisProcess = server
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject)
+    server.stdout.on("data", (chunk: Buffer) => {
+      if (chunk.toString().includes("Ready to accept connections")) resolve()
+    })
+  })
+  redisUrl = `redis://127.0.0.1:${port}`
+})
+afterAll(async () => {
+  await emulator?.close()
+  redisProcess?.kill()
+})
+beforeEach(() => emulator.resetStats())
+
+/** One "instance": its own provider, HTTP client and Redis connection; `keyPrefix` isolates a test's keys. */
+const instance = (env: Env, keyPrefix: string) =>
+  CoinGeckoRates.layerRedisFrom(env, { keyPrefix }).pipe(
+    Layer.provideMerge(NodeRedis.layer({ url: redisUrl })),
+    Layer.provide(NodeHttpClient.layerUndici)
+  )
+
+/** Removes a test's keys when it ends, in case this is a shared Redis (REDIS_URL). */
+const removeKeysOnExit = (context: Context.Context<Redis.Redis>, keyPrefix: string) =>
+  Effect.addFinalizer(() =>
+    Effect.service(Redis.Redis).pipe(
+      Effect.flatMap((redis) =>
+        Effect.flatMap(redis.send<Array<string>>("KEYS", `${keyPrefix}*`), (keys) =>
+          keys.length === 0 ? Effect.void : Effect.asVoid(redis.send("DEL", ...keys)))),
+      Effect.provide(context),
+      Effect.ignore
+    ))
+
+const askVia = (context: Context.Context<RatesProvider>, query: RatesQuery) =>
+  Effect.flatMap(Effect.service(RatesProvider), (rates) => rates.historical(query)).pipe(Effect.provide(context))
+
+describe.skipIf(!canSpawnRedis && sharedRedisUrl === undefined)("CoinGecko provider with Redis-shared state", () => {
+  it.live("a second instance answers from what the first one fetched, without calling the upstream", () =>
+    Effect.gen(function*() {
+      const env = healthyEnv(emulator.url)
+      const keyPrefix = `test-${randomUUID()}:`
+      const first = yield* Layer.build(instance(env, keyPrefix))
+      const second = yield* Layer.build(instance(env, keyPrefix))
+      yield* removeKeysOnExit(first, keyPrefix)
+
+      const query = { symbols: ["BTC", "HOT"], currency: "usd", days: 30 }
+      const fromFirst = yield* askVia(first, query)
+      const firstCalls = emulator.stats().total
+      assert.isAtLeast(firstCalls, 3)
+      const fromSecond = yield* askVia(second, query)
+      assert.strictEqual(emulator.stats().total, firstCalls, "no upstream call from the second instance")
+      assert.deepStrictEqual(fromSecond, fromFirst)
+
+      const ttl = yield* Effect.service(Redis.Redis).pipe(
+        Effect.flatMap((redis) => redis.send<number>("PTTL", `${keyPrefix}rates-cache:rates:cg:latest:usd:bitcoin`)),
+        Effect.provide(first)
+      )
+      assert.isAbove(ttl, 0)
+      assert.isAtMost(ttl, 60_000, "latest prices expire in Redis after COINGECKO_LATEST_TTL_S")
+    }))
+
+  it.live("the calls-per-minute budget is shared by all instances", () =>
+    Effect.gen(function*() {
+      const env = healthyEnv(emulator.url, { COINGECKO_CALLS_PER_MIN: "3" })
+      const keyPrefix = `test-${randomUUID()}:`
+      const first = yield* Layer.build(instance(env, keyPrefix))
+      const second = yield* Layer.build(instance(env, keyPrefix))
+      yield* removeKeysOnExit(first, keyPrefix)
+
+      yield* askVia(first, { symbols: ["BTC"], currency: "usd", days: 30 }) // currencies, latest, chart: 3 calls
+      const error = yield* Effect.flip(askVia(second, { symbols: ["ETH"], currency: "usd", days: 30 }))
+      assert.strictEqual(error._tag, "RatesUnavailableError")
+      assert.strictEqual(emulator.stats().total, 3)
+    }))
+
+  it.live("a Redis outage degrades to upstream calls, not errors", () =>
+    Effect.gen(function*() {
+      const refused = () => new Redis.RedisError({ cause: new Error("connection refused") })
+      // A Redis that fails every command, as a lost connection does (no offline queue).
+      const brokenRedis = Layer.succeed(Redis.Redis)(Redis.Redis.of({
+        send: () => Effect.fail(refused()),
+        eval: () => () => Effect.fail(refused()),
+        subscribe: () => Effect.die("not used by the rates capability"),
+        reserve: Effect.die("not used by the rates capability")
+      }))
+      const lonely = yield* Layer.build(
+        CoinGeckoRates.layerRedisFrom(healthyEnv(emulator.url)).pipe(Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, brokenRedis)))
+      )
+      const result = yield* askVia(lonely, { symbols: ["SOL"], currency: "usd", days: 7 })
+      assert.deepStrictEqual(result.rates.map((r) => [r.id, r.series.length]), [["solana", 7]])
+      assert.strictEqual(result.stale, false)
+    }))
+})

@@ -1,0 +1,125 @@
+/** The CoinGecko emulator's own contract, over raw HTTP, including its control API. */
+import { spawn } from "node:child_process"
+import path from "node:path"
+import { createInterface } from "node:readline"
+import { afterAll, assert, beforeAll, beforeEach, describe, it } from "@effect/vitest"
+import { emulatedDailyPrices, emulatedPrice } from "../../emulators/coingecko-data.ts"
+import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../../emulators/coingecko.ts"
+import { EMULATOR_NOW } from "./helpers.ts"
+
+let emulator: CoinGeckoEmulator
+const origin = () => emulator.url.replace(/\/api\/v3$/, "")
+const get = (path: string) => fetch(`${emulator.url}${path}`)
+
+beforeAll(async () => {
+  emulator = await startCoinGeckoEmulator({ now: EMULATOR_NOW })
+})
+afterAll(() => emulator.close())
+beforeEach(() => {
+  emulator.setFault("none")
+  emulator.resetStats()
+})
+
+describe("CoinGecko emulator", () => {
+  it("listens on 127.0.0.1 with an ephemeral port and answers /ping", async () => {
+    assert.match(emulator.url, /^http:\/\/127\.0\.0\.1:\d+\/api\/v3$/)
+    assert.deepStrictEqual(await (await get("/ping")).json(), { gecko_says: "(V3) To the Moon!" })
+  })
+
+  it("market_chart with interval=daily: days closes at 00:00 UTC, then 'now'", async () => {
+    const body = await (await get("/coins/ethereum/market_chart?vs_currency=eur&days=5&interval=daily")).json() as { prices: Array<[number, number]> }
+    assert.strictEqual(body.prices.length, 6)
+    assert.deepStrictEqual(body.prices, emulatedDailyPrices("ethereum", "eur", 5, EMULATOR_NOW))
+    assert.strictEqual(body.prices.at(-1)![0], EMULATOR_NOW)
+    assert.strictEqual(body.prices.at(-2)![0], Date.UTC(2026, 10, 22))
+  })
+
+  it("answers CoinGecko's error shapes: 404 coin not found, 400 bad currency, 401 past 365 days", async () => {
+    const missing = await get("/coins/nope/market_chart?vs_currency=usd&days=1")
+    assert.strictEqual(missing.status, 404)
+    assert.deepStrictEqual(await missing.json(), { error: "coin not found" })
+    assert.strictEqual((await get("/coins/markets?vs_currency=xyz")).status, 400)
+    const tooLong = await get("/coins/bitcoin/market_chart?vs_currency=usd&days=400")
+    assert.strictEqual(tooLong.status, 401)
+    assert.strictEqual(((await tooLong.json()) as { error: { status: { error_code: number } } }).error.status.error_code, 10012)
+  })
+
+  it("/coins/markets by ids, and by symbols with the top-ranked coin or all of them", async () => {
+    const byIds = await (await get("/coins/markets?vs_currency=usd&ids=solana,bitcoin")).json() as Array<{ id: string; current_price: number }>
+    assert.deepStrictEqual(byIds.map((r) => r.id), ["bitcoin", "solana"])
+    assert.strictEqual(byIds[0]!.current_price, emulatedPrice("bitcoin", "usd", EMULATOR_NOW))
+    const top = await (await get("/coins/markets?vs_currency=usd&symbols=hot,eth&include_tokens=top")).json() as Array<{ id: string }>
+    assert.deepStrictEqual(top.map((r) => r.id), ["ethereum", "holotoken"])
+    const all = await (await get("/coins/markets?vs_currency=usd&symbols=hot&include_tokens=all")).json() as Array<{ id: string }>
+    assert.deepStrictEqual(all.map((r) => r.id), ["holotoken", "hot-cross", "hot-dog-coin"])
+  })
+
+  it("switches faults and reports stats through the control API", async () => {
+    const control = await fetch(`${origin()}/__control`, {
+      method: "POST",
+      body: JSON.stringify({ mode: "429", retryAfterSeconds: 9, paths: ["/coins/markets"], times: 1 })
+    })
+    assert.strictEqual(control.status, 200)
+    const limited = await get("/coins/markets?vs_currency=usd")
+    assert.strictEqual(limited.status, 429)
+    assert.strictEqual(limited.headers.get("retry-after"), "9")
+    assert.strictEqual((await get("/coins/markets?vs_currency=usd")).status, 200, "times: 1")
+    assert.strictEqual((await get("/ping")).status, 200, "other paths unaffected")
+    const stats = await (await fetch(`${origin()}/__stats`)).json()
+    assert.deepStrictEqual(stats, { total: 3, byPath: { "/coins/markets": 2, "/ping": 1 }, maxInFlight: 1 })
+  })
+
+  it("truncated and HTML faults really send broken bodies; reset drops the connection", async () => {
+    emulator.setFault("truncated")
+    const truncated = await (await get("/simple/supported_vs_currencies")).text()
+    assert.throws(() => JSON.parse(truncated))
+    emulator.setFault("429-html")
+    const page = await get("/ping")
+    assert.strictEqual(page.status, 429)
+    assert.match(await page.text(), /<html>/)
+    emulator.setFault("reset")
+    let failed = false
+    await get("/ping").catch(() => {
+      failed = true
+    })
+    assert.isTrue(failed)
+  })
+})
+
+describe("CoinGecko emulator requiring a key", () => {
+  let keyed: CoinGeckoEmulator
+  beforeAll(async () => {
+    keyed = await startCoinGeckoEmulator({ requireKey: "k-1" })
+  })
+  afterAll(() => keyed.close())
+
+  it("answers 401 without the key", async () => {
+    assert.strictEqual((await fetch(`${keyed.url}/ping`)).status, 401)
+    assert.strictEqual((await fetch(`${keyed.url}/ping`, { headers: { "x-cg-demo-api-key": "k-1" } })).status, 200)
+  })
+})
+
+describe("CoinGecko emulator, standalone", () => {
+  it("node emulators/coingecko.ts --port 0 announces its URL, answers, and exits 0 on SIGTERM", async () => {
+    const root = path.resolve(import.meta.dirname, "../..")
+    const child = spawn(process.execPath, [path.join(root, "emulators/coingecko.ts"), "--port", "0", "--now", "2026-11-22T10:00:00Z"], { cwd: root })
+    try {
+      const first = await new Promise<string>((resolve, reject) => {
+        createInterface({ input: child.stdout }).once("line", resolve)
+        child.once("exit", (code) => reject(new Error(`exited with ${code}`)))
+      })
+      const announced = JSON.parse(first) as { emulator: string; url: string; control: string }
+      assert.strictEqual(announced.emulator, "coingecko")
+      assert.match(announced.url, /^http:\/\/127\.0\.0\.1:\d+\/api\/v3$/)
+      const markets = await (await fetch(`${announced.url}/coins/markets?vs_currency=usd&ids=bitcoin`)).json() as Array<{ current_price: number }>
+      assert.strictEqual(markets[0]!.current_price, emulatedPrice("bitcoin", "usd", EMULATOR_NOW))
+      assert.strictEqual((await fetch(announced.control, { method: "POST", body: "{\"mode\":\"5xx\"}" })).status, 200)
+      assert.strictEqual((await fetch(`${announced.url}/ping`)).status, 503)
+      const exited = new Promise<number | null>((resolve) => child.once("exit", resolve))
+      child.kill("SIGTERM")
+      assert.strictEqual(await exited, 0)
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL")
+    }
+  })
+})

@@ -1,0 +1,81 @@
+/**
+ * Shared set-up for the rates tests: the live CoinGecko Layer over real HTTP against the emulator,
+ * with short timeouts so every fault case finishes in about a second.
+ */
+import { NodeHttpClient } from "@effect/platform-node"
+import { Effect, Layer, Option, type Schema } from "effect"
+import type { Env } from "../../src/env.ts"
+import { CoinGeckoClient, layerUpstreamGuardsMemory } from "../../src/rates/CoinGeckoClient.ts"
+import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
+import { RatesCache, type RatesCacheShape } from "../../src/rates/RatesCache.ts"
+import { RatesConfig } from "../../src/rates/RatesConfig.ts"
+import { RatesProvider, type RatesQuery } from "../../src/rates/RatesProvider.ts"
+
+/** The emulator's frozen clock in most tests: 2026-11-22T10:00:00Z. */
+export const EMULATOR_NOW = Date.UTC(2026, 10, 22, 10, 0, 0)
+
+/** Fault-test settings: 300 ms per attempt, one retry, 2 s per request. */
+export const fastEnv = (baseUrl: string, overrides: Env = {}): Env => ({
+  COINGECKO_BASE_URL: baseUrl,
+  COINGECKO_TIMEOUT_MS: "300",
+  COINGECKO_REQUEST_BUDGET_MS: "2000",
+  COINGECKO_RETRIES: "1",
+  COINGECKO_RETRY_BASE_MS: "20",
+  COINGECKO_CALLS_PER_MIN: "1000",
+  COINGECKO_MAX_CONCURRENCY: "4",
+  COINGECKO_BREAKER_FAILURES: "50",
+  COINGECKO_DEFAULT_RETRY_AFTER_S: "13",
+  ...overrides
+})
+
+/**
+ * Healthy-upstream settings: timeouts generous enough that a loaded test machine never causes a retry,
+ * so upstream call counts are exact.
+ */
+export const healthyEnv = (baseUrl: string, overrides: Env = {}): Env =>
+  fastEnv(baseUrl, { COINGECKO_TIMEOUT_MS: "3000", COINGECKO_REQUEST_BUDGET_MS: "8000", ...overrides })
+
+/** The production Layer wiring, configured from `env`, over Node's real HTTP client. */
+export const liveRates = (env: Env) => CoinGeckoRates.layerFrom(env).pipe(Layer.provide(NodeHttpClient.layerUndici))
+
+/**
+ * A cache whose fresh entries the test can drop at will while last-good copies survive: the state of
+ * a long-running instance whose TTLs have passed, without waiting for them.
+ */
+export const makeAgeableCache = () => {
+  const entries = new Map<string, string>()
+  const shape: RatesCacheShape = {
+    get: (key) => Effect.sync(() => Option.map(Option.fromUndefinedOr(entries.get(key)), (json) => JSON.parse(json) as Schema.Json)),
+    set: (key, value) => Effect.sync(() => void entries.set(key, JSON.stringify(value)))
+  }
+  return {
+    layer: Layer.succeed(RatesCache)(shape),
+    /** Forget everything but the last-good copies. */
+    expireFreshEntries: () => {
+      for (const key of entries.keys()) if (!key.endsWith(":last-good")) entries.delete(key)
+    },
+    keys: () => [...entries.keys()]
+  }
+}
+
+/** The live provider wired by hand, with a given cache. */
+export const liveRatesWithCache = (env: Env, cache: Layer.Layer<RatesCache>) =>
+  CoinGeckoRates.layerNoDeps.pipe(
+    Layer.provide(CoinGeckoClient.layerNoDeps),
+    Layer.provide(Layer.mergeAll(RatesConfig.layerFrom(env), cache, layerUpstreamGuardsMemory)),
+    Layer.provide(NodeHttpClient.layerUndici)
+  )
+
+export const historical = (query: Partial<RatesQuery> & Pick<RatesQuery, "symbols">) =>
+  Effect.gen(function*() {
+    const rates = yield* RatesProvider
+    return yield* rates.historical({ currency: "usd", days: 30, ...query })
+  })
+
+/** Runs `effect` and reports how long it took, in ms. */
+export const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const started = Date.now()
+    const result = yield* Effect.result(effect)
+    return { result, elapsedMs: Date.now() - started }
+  })
