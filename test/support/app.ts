@@ -9,6 +9,7 @@ import type { Env } from "../../src/env.ts"
 import { AccessLog, type AccessLogEntry } from "../../src/http/AccessLog.ts"
 import { RequestCounterMemory } from "../../src/http/rateLimit.ts"
 import { NewsletterMemory } from "../../src/newsletter/memory.ts"
+import type { Newsletter } from "../../src/newsletter/Newsletter.ts"
 import type { CreateClientInput } from "../../src/oauth/ClientRegistry.ts"
 import { oauthTestLayer } from "../../src/oauth/layers.ts"
 import { layerTest as RatesFake } from "../../src/rates/RatesProviderTest.ts"
@@ -27,6 +28,7 @@ export interface TestApp extends TestServer {
 export const startTestApp = async (options: {
   readonly env?: Env
   readonly rates?: Layer.Layer<RatesProvider>
+  readonly newsletter?: Layer.Layer<Newsletter>
 } = {}): Promise<TestApp> => {
   const logs: Array<AccessLogEntry> = []
   // Limits out of the way unless a test sets them (rate-limit.test.ts does).
@@ -39,7 +41,7 @@ export const startTestApp = async (options: {
   })
   const services = Layer.mergeAll(
     options.rates ?? RatesFake,
-    NewsletterMemory.layer,
+    options.newsletter ?? NewsletterMemory.layer,
     oauthTestLayer({ clients: testClients }),
     AccessLog.capture(logs),
     RequestCounterMemory
