@@ -6,8 +6,9 @@ import { Effect, Layer } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { HttpApiScalar, OpenApi } from "effect/http-api"
 import { Api } from "../api/Api.ts"
-import { NotFound, ProblemCatalogue, type ProblemCode, problemCodes } from "../api/problems.ts"
+import { NotFound, ProblemCatalogue, problemCodes, type ProblemInfo } from "../api/problems.ts"
 import { AppConfig } from "../config.ts"
+import { TokenErrorTitles } from "../oauth/TokenEndpoint.ts"
 
 /** The generated document with problem `type` URIs made absolute for this deployment (C7). */
 export const openApiDocument = (publicBaseUrl: string) =>
@@ -16,8 +17,40 @@ export const openApiDocument = (publicBaseUrl: string) =>
 const escapeHtml = (s: string) =>
   s.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;").replaceAll("\"", "&quot;")
 
-const problemPage = (code: ProblemCode, baseUrl: string) => {
-  const p = ProblemCatalogue[code]
+/** The token endpoint's RFC 6749 error codes, which are problem types too (CONTRACT C6). */
+const oauthProblems: ReadonlyArray<ProblemInfo> = [
+  {
+    code: "invalid_request",
+    status: 400,
+    title: TokenErrorTitles.invalid_request,
+    detail: "The token request is malformed: a parameter is missing or repeated, the body is not form-encoded, or the credentials are not in HTTP Basic alone.",
+    resolution: "POST grant_type=client_credentials as application/x-www-form-urlencoded, with the client id and secret in HTTP Basic."
+  },
+  {
+    code: "invalid_client",
+    status: 401,
+    title: TokenErrorTitles.invalid_client,
+    detail: "The client id and secret were not accepted.",
+    resolution: "Check the credentials the operator issued (form-urlencode id and secret before base64), or ask for new ones."
+  },
+  {
+    code: "unsupported_grant_type",
+    status: 400,
+    title: TokenErrorTitles.unsupported_grant_type,
+    detail: "Only the client_credentials grant is supported.",
+    resolution: "Send grant_type=client_credentials."
+  },
+  {
+    code: "invalid_scope",
+    status: 400,
+    title: TokenErrorTitles.invalid_scope,
+    detail: "The requested scope is unknown, malformed or not granted to this client.",
+    resolution: "Request a space-delimited subset of the client's scopes, or omit scope to get all of them."
+  }
+]
+
+const problemPage = (p: ProblemInfo, baseUrl: string) => {
+  const code = p.code
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(p.title)} (${p.status})</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"></head>
@@ -39,14 +72,16 @@ const cacheable = { "cache-control": "public, max-age=300" }
 export const DocumentRoutes = Layer.unwrap(Effect.gen(function*() {
   const config = yield* AppConfig
   const openapi = HttpServerResponse.jsonUnsafe(openApiDocument(config.publicBaseUrl), { headers: cacheable })
-  const pages = new Map(problemCodes.map((code) => [code, problemPage(code, config.publicBaseUrl)]))
+  const pages = new Map<string, string>(
+    [...problemCodes.map((code) => ProblemCatalogue[code]), ...oauthProblems].map((p) => [p.code, problemPage(p, config.publicBaseUrl)])
+  )
   return Layer.mergeAll(
     HttpRouter.add("GET", "/openapi.json", openapi),
     HttpRouter.add(
       "GET",
       "/problems/:code",
       Effect.flatMap(HttpRouter.params, (params) => {
-        const page = params.code === undefined ? undefined : pages.get(params.code as ProblemCode)
+        const page = params.code === undefined ? undefined : pages.get(params.code)
         // NotFound renders itself as a problem; the edge completes it like any other.
         return page === undefined
           ? Effect.fail(new NotFound({ detail: "There is no problem type with this code." }))

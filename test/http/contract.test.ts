@@ -327,3 +327,15 @@ describe("optional Bearer tokens on the public operations", () => {
     expect((await fetch(`${app.url}/api/health`, { headers: { authorization: `bearer ${token}` } })).status).toBe(200)
   })
 })
+
+describe("problem type pages", () => {
+  it("documents every problem type the service emits at its type URI", async () => {
+    const { problemCodes } = await import("../../src/api/problems.ts")
+    for (const code of [...problemCodes, "invalid_request", "invalid_client", "unsupported_grant_type", "invalid_scope"]) {
+      const res = await fetch(`${app.url}/problems/${code}`)
+      expect(res.status, code).toBe(200)
+      expect(res.headers.get("content-type")).toMatch(/^text\/html/)
+      expect(await res.text()).toContain(`<code>${code}</code>`)
+    }
+  })
+})
