@@ -4,13 +4,19 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
-import { afterAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../../emulators/coingecko.ts"
 import { freePort, type ServiceProcess, spawnService } from "../support/spawn.ts"
 
 const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
 const running: Array<ServiceProcess> = []
 const redises: Array<ChildProcess> = []
+let emulator: CoinGeckoEmulator
+beforeAll(async () => {
+  emulator = await startCoinGeckoEmulator({ host: "127.0.0.1" })
+})
 afterAll(async () => {
+  await emulator.close()
   await Promise.all(running.map((s) => s.stop("SIGKILL")))
   for (const r of redises) r.kill("SIGKILL")
 })
@@ -34,6 +40,14 @@ const startRedis = async (port: number) => {
   return child
 }
 
+const rates = (service: ServiceProcess, body: unknown) =>
+  fetch(`${service.url}/api/v1/exchange-rates`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(15_000)
+  })
+
 const health = (service: ServiceProcess) =>
   fetch(`${service.url}/api/health`).then((r) => r.status, () => "no answer" as const)
 
@@ -51,17 +65,46 @@ describe("instances sharing Redis", () => {
     expect(statuses.slice(6)).toEqual([429, 429])
   })
 
+  it("share one rates cache: what one instance fetched, the other serves without an upstream call", async () => {
+    const env = {
+      REDIS_URL: redisUrl,
+      REDIS_KEY_PREFIX: `test-${randomUUID()}:`,
+      COINGECKO_BASE_URL: emulator.url,
+      RATE_LIMIT_RATES_PER_MIN: "100000"
+    }
+    const [a, b] = await Promise.all([spawnService(env), spawnService(env)])
+    running.push(a!, b!)
+    const body = { cryptos: ["BTC", "ETH", "SOL"], currency: "eur", days: 30 }
+    const first = await rates(a!, body)
+    expect(first.status).toBe(200)
+    const callsAfterFirst = emulator.stats().total
+    expect(callsAfterFirst).toBeGreaterThan(0)
+    const second = await rates(b!, body)
+    expect(second.status).toBe(200)
+    expect(emulator.stats().total).toBe(callsAfterFirst)
+    expect((await second.json()).rates).toEqual((await first.json()).rates)
+  })
+
   it("keep answering through a Redis outage and share again once it is back", async () => {
     const port = await freePort()
     let redis = await startRedis(port)
-    const env = { REDIS_URL: `redis://127.0.0.1:${port}`, RATE_LIMIT_HEALTH_PER_MIN: "100000" }
+    const env = {
+      REDIS_URL: `redis://127.0.0.1:${port}`,
+      RATE_LIMIT_HEALTH_PER_MIN: "100000",
+      RATE_LIMIT_RATES_PER_MIN: "100000",
+      COINGECKO_BASE_URL: emulator.url
+    }
     const service = await spawnService(env)
     running.push(service)
 
     const results: Array<number | string> = []
     let stop = false
+    const body = { cryptos: ["ADA", "BTC"], days: 7 }
     const traffic = (async () => {
-      while (!stop) results.push(await health(service))
+      while (!stop) {
+        results.push(await health(service))
+        results.push(await rates(service, body).then((r) => r.status, () => "no answer"))
+      }
     })()
     await new Promise((r) => setTimeout(r, 300))
     redis.kill("SIGKILL")
