@@ -24,6 +24,9 @@ export interface AppConfigShape {
   /** Port of the private /metrics listener; undefined = metrics not exposed. */
   readonly metricsPort: number | undefined
   readonly metricsHost: string
+  /** OTLP/HTTP collector base URL (traces, metrics, logs); undefined = no export. */
+  readonly otlpEndpoint: string | undefined
+  readonly serviceName: string
   /** Largest accepted request body in bytes (C8: 16 KiB). */
   readonly maxBodyBytes: number
 }
@@ -52,6 +55,8 @@ export const readAppConfig = (env: Env): Effect.Effect<AppConfigShape, ConfigInv
     },
     metricsPort: r.raw("METRICS_PORT") === undefined ? undefined : r.int("METRICS_PORT", 9464, 1, 65535),
     metricsHost: r.string("METRICS_HOST", "127.0.0.1"),
+    otlpEndpoint: r.raw("OTEL_EXPORTER_OTLP_ENDPOINT") === undefined ? undefined : r.url("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
+    serviceName: r.string("OTEL_SERVICE_NAME", "crypto-landing-api"),
     maxBodyBytes: 16 * 1024
   })
 }

@@ -5,6 +5,7 @@
 import { NodeHttpClient, NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Exit, Layer, Logger } from "effect"
 import { HttpRouter } from "effect/http"
+import { Otlp } from "effect/observability"
 import { AppRoutes } from "./app.ts"
 import { AppConfig } from "./config.ts"
 import { ConfigInvalid } from "./env.ts"
@@ -71,10 +72,23 @@ const Metrics = Layer.unwrap(
     config.metricsPort === undefined ? Layer.empty : MetricsServer(config.metricsPort, config.metricsHost))
 ).pipe(Layer.provide(AppConfig.layer))
 
+/** OpenTelemetry over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set: request and upstream spans. */
+const Telemetry = Layer.unwrap(
+  Effect.map(AppConfig, (config) =>
+    config.otlpEndpoint === undefined
+      ? Layer.empty
+      : Otlp.layerJson({
+        baseUrl: config.otlpEndpoint,
+        resource: { serviceName: config.serviceName, serviceVersion: "1.0.0" },
+        tracerExportInterval: "2 seconds"
+      }).pipe(Layer.provide(NodeHttpClient.layerUndici)))
+).pipe(Layer.provide(AppConfig.layer))
+
 // Services first (keys, registries, upstream clients), then the listening socket.
 export const Main = Layer.merge(HttpRouter.serve(AppRoutes, { disableLogger: true, routerConfig }), Metrics).pipe(
   Layer.provide(HttpServerLive),
   Layer.provide(Services),
+  Layer.provide(Telemetry),
   Layer.provide(Logger.layer([Logger.consoleJson]))
 )
 

@@ -3,6 +3,7 @@
  */
 import { afterAll, describe, expect, it } from "vitest"
 import { spawn } from "node:child_process"
+import { createServer } from "node:http"
 import { freePort, type ServiceProcess, spawnService, startExpectingFailure, tempDataDir } from "../support/spawn.ts"
 
 const running: Array<ServiceProcess> = []
@@ -97,5 +98,35 @@ describe("metrics", () => {
     expect(text).toMatch(/http_requests_total\{[^}]*route="\/api\/health"[^}]*status="200"[^}]*\} 1/)
     expect(text).toMatch(/http_requests_total\{[^}]*route="unmatched"[^}]*status="404"[^}]*\} 2/) // /nope and the public /metrics
     expect(text).toMatch(/http_request_duration_seconds_bucket\{[^}]*route="\/api\/v1\/exchange-rates"/)
+  })
+})
+
+describe("OpenTelemetry", () => {
+  it("exports request spans over OTLP/HTTP to the configured collector", async () => {
+    const received: Array<{ path: string; body: string }> = []
+    const collector = createServer((req, res) => {
+      let body = ""
+      req.on("data", (c) => (body += c))
+      req.on("end", () => {
+        received.push({ path: req.url ?? "", body })
+        res.writeHead(200, { "content-type": "application/json" }).end("{}")
+      })
+    })
+    await new Promise<void>((r) => collector.listen(0, "127.0.0.1", r))
+    const { port } = collector.address() as { port: number }
+    try {
+      const service = await spawnService({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}` })
+      running.push(service)
+      await fetch(`${service.url}/api/health`)
+      await expect.poll(() => received.filter((r) => r.path === "/v1/traces").length, { timeout: 10_000, interval: 200 })
+        .toBeGreaterThan(0)
+      const traces = received.filter((r) => r.path === "/v1/traces").map((r) => r.body).join("")
+      expect(traces).toContain("crypto-landing-api")
+      expect(traces).toMatch(/http\.server|GET/)
+      // The request log still goes to stdout.
+      expect(service.output()).toMatch(/"path":"\/api\/health"/)
+    } finally {
+      collector.close()
+    }
   })
 })
