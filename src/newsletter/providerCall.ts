@@ -6,6 +6,7 @@
  */
 import { Data, Duration, Effect, Schedule } from "effect"
 import { Headers, type HttpClient, type HttpClientRequest } from "effect/http"
+import { recordUpstreamCall } from "../http/metrics.ts"
 import { type NewsletterInvalidEmail, NewsletterUpstreamError } from "./Newsletter.ts"
 import type { CallPolicy } from "./NewsletterConfig.ts"
 
@@ -40,11 +41,10 @@ export const exchange = (
       )),
     Effect.flatMap((response) =>
       response.text.pipe(
-        Effect.map((body): ProviderAnswer => ({
-          status: response.status,
-          contentType: response.headers["content-type"] ?? "",
-          body
-        })),
+        Effect.map((body): ProviderAnswer => {
+          recordUpstreamCall("newsletter", String(response.status))
+          return { status: response.status, contentType: response.headers["content-type"] ?? "", body }
+        }),
         Effect.catchTag("HttpClientError", () =>
           Effect.fail(new TransientFailure({ reason: `answer ${response.status} broke off while reading the body` })))
       )
@@ -53,6 +53,7 @@ export const exchange = (
       duration: Duration.millis(timeoutMs),
       orElse: () => Effect.fail(new TransientFailure({ reason: `no complete answer within ${timeoutMs} ms` }))
     }),
+    Effect.tapError(() => Effect.sync(() => recordUpstreamCall("newsletter", "failed"))),
     Effect.updateService(Headers.CurrentRedactedNames, (names) => [...names, ...secretHeaders])
   )
 

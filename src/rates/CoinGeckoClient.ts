@@ -11,6 +11,7 @@
 import { Cause, Clock, Context, Data, Duration, Effect, Exit, Layer, Option, Redacted, Result, Schedule, Schema, Semaphore } from "effect"
 import { Headers, HttpClient, HttpClientRequest } from "effect/http"
 import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
+import { recordUpstreamCall } from "../http/metrics.ts"
 import { RatesConfig } from "./RatesConfig.ts"
 import { RatesUnavailableError, RatesUpstreamError } from "./RatesProvider.ts"
 
@@ -193,8 +194,10 @@ const makeCoinGeckoClient = Effect.gen(function*() {
     Effect.gen(function*() {
       const response = yield* http.execute(request)
       const body = yield* response.text
+      recordUpstreamCall("coingecko", String(response.status))
       return { status: response.status, headers: response.headers, body }
     }).pipe(
+      Effect.tapError(() => Effect.sync(() => recordUpstreamCall("coingecko", "failed"))),
       Effect.catchTag("HttpClientError", (error) =>
         failWith("transient", `${error.reason._tag}${"description" in error.reason && error.reason.description ? `: ${error.reason.description}` : ""}`)),
       Effect.timeoutOrElse({

@@ -9,6 +9,7 @@
  * miss on `get` and ignores it on `set`, so an outage of the cache never fails a request.
  */
 import { Clock, Context, Duration, Effect, Layer, Option, type Schema } from "effect"
+import { recordCacheLookup } from "../http/metrics.ts"
 import { Redis } from "effect/persistence"
 
 export interface RatesCacheShape {
@@ -19,15 +20,24 @@ export interface RatesCacheShape {
 export class RatesCache extends Context.Service<RatesCache, RatesCacheShape>()("app/RatesCache") {
   /** Process-local store; bounded so a flood of distinct keys cannot exhaust memory. */
   static readonly layerMemory = (options?: { readonly capacity?: number }) =>
-    Layer.sync(RatesCache, () => makeMemoryStore(options?.capacity ?? 10_000))
+    Layer.sync(RatesCache, () => metered(makeMemoryStore(options?.capacity ?? 10_000)))
 
   /**
    * Shared between instances through Redis (REDIS_URL). Keys get `prefix`; entries expire in Redis
    * (`SET … PX`). A slow or absent Redis costs at most `timeoutMs` per operation, then counts as a miss.
    */
   static readonly layerRedis = (options?: { readonly prefix?: string; readonly timeoutMs?: number }) =>
-    Layer.effect(RatesCache, Effect.map(Effect.service(Redis.Redis), (redis) => makeRedisStore(redis, options?.prefix ?? "", options?.timeoutMs ?? 250)))
+    Layer.effect(RatesCache, Effect.map(Effect.service(Redis.Redis), (redis) => metered(makeRedisStore(redis, options?.prefix ?? "", options?.timeoutMs ?? 250))))
 }
+
+/** Kind of entry for metrics, a closed set: `rates:cg:chart:bitcoin:usd:30` → `chart`. */
+const kindOf = (key: string) => `${key.split(":")[2] ?? "other"}${key.endsWith(":last-good") ? "-last-good" : ""}`
+
+/** Counts hits and misses per kind of entry for /metrics. */
+const metered = (store: RatesCacheShape): RatesCacheShape => ({
+  get: (key) => Effect.tap(store.get(key), (found) => Effect.sync(() => recordCacheLookup(kindOf(key), Option.isSome(found)))),
+  set: store.set
+})
 
 interface MemoryEntry {
   /** Stored serialised, like Redis would, so a value that is not plain JSON fails here and not in production. */

@@ -86,11 +86,14 @@ describe("SIGTERM", () => {
 describe("metrics", () => {
   it("serves Prometheus text on METRICS_PORT, off the public port", async () => {
     const metricsPort = await freePort()
-    const service = await spawnService({ METRICS_PORT: String(metricsPort) })
+    const service = await spawnService({ METRICS_PORT: String(metricsPort), RATE_LIMIT_SUBSCRIBE_PER_MIN: "2" })
     running.push(service)
     await fetch(`${service.url}/api/health`)
     await fetch(`${service.url}/nope`)
     await fetch(`${service.url}/api/v1/exchange-rates`, { method: "POST", body: "{}", headers: { "content-type": "application/json" } })
+    // Against an upstream that is not there: an upstream call (failed) and cache misses are counted.
+    await fetch(`${service.url}/api/v1/exchange-rates`, { method: "POST", body: "{\"cryptos\":[\"BTC\"]}", headers: { "content-type": "application/json" } })
+    for (let i = 0; i < 3; i++) await fetch(`${service.url}/api/subscribe`, { method: "POST", body: "{}", headers: { "content-type": "application/json" } })
     const publicMetrics = await fetch(`${service.url}/metrics`)
     expect(publicMetrics.status).toBe(404)
     const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
@@ -98,6 +101,9 @@ describe("metrics", () => {
     expect(text).toMatch(/http_requests_total\{[^}]*route="\/api\/health"[^}]*status="200"[^}]*\} 1/)
     expect(text).toMatch(/http_requests_total\{[^}]*route="unmatched"[^}]*status="404"[^}]*\} 2/) // /nope and the public /metrics
     expect(text).toMatch(/http_request_duration_seconds_bucket\{[^}]*route="\/api\/v1\/exchange-rates"/)
+    expect(text).toMatch(/# TYPE upstream_calls_total counter/)
+    expect(text).toMatch(/# TYPE cache_lookups_total counter/)
+    expect(text).toMatch(/# TYPE rate_limit_rejections_total counter/)
   })
 })
 
