@@ -6,7 +6,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../../emulators/coingecko.ts"
-import { freePort, type ServiceProcess, spawnService } from "../support/spawn.ts"
+import { freePort, type ServiceProcess, spawnService, startExpectingFailure } from "../support/spawn.ts"
 
 const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
 const running: Array<ServiceProcess> = []
@@ -121,4 +121,26 @@ describe("instances sharing Redis", () => {
     expect(service.output()).toMatch(/shared store is back/)
     expect(service.child.exitCode).toBeNull()
   }, 30_000)
+})
+
+describe("cluster mode", () => {
+  it("runs WEB_CONCURRENCY workers on one port, with one shared limit, and drains on SIGTERM", async () => {
+    const service = await spawnService({
+      WEB_CONCURRENCY: "2",
+      REDIS_URL: redisUrl,
+      REDIS_KEY_PREFIX: `test-${randomUUID()}:`,
+      RATE_LIMIT_HEALTH_PER_MIN: "10"
+    })
+    running.push(service)
+    const statuses = await Promise.all(Array.from({ length: 14 }, () => health(service)))
+    expect(statuses.filter((s) => s === 200)).toHaveLength(10)
+    expect(statuses.filter((s) => s === 429)).toHaveLength(4)
+    expect(await service.stop("SIGTERM")).toBe(0)
+  })
+
+  it("refuses several workers without Redis", async () => {
+    const { code, output } = await startExpectingFailure({ WEB_CONCURRENCY: "2" })
+    expect(code).toBe(1)
+    expect(output).toMatch(/WEB_CONCURRENCY: more than one worker needs REDIS_URL/)
+  })
 })

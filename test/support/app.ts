@@ -29,6 +29,8 @@ export const startTestApp = async (options: {
   readonly env?: Env
   readonly rates?: Layer.Layer<RatesProvider>
   readonly newsletter?: Layer.Layer<Newsletter>
+  /** Failed token requests allowed per minute and key (default 10, as in production). */
+  readonly oauthMaxFailuresPerMinute?: number
 } = {}): Promise<TestApp> => {
   const logs: Array<AccessLogEntry> = []
   // Limits out of the way unless a test sets them (rate-limit.test.ts does).
@@ -42,7 +44,10 @@ export const startTestApp = async (options: {
   const services = Layer.mergeAll(
     options.rates ?? RatesFake,
     options.newsletter ?? NewsletterMemory.layer,
-    oauthTestLayer({ clients: testClients }),
+    oauthTestLayer({
+      clients: testClients,
+      ...(options.oauthMaxFailuresPerMinute === undefined ? {} : { maxFailuresPerMinute: options.oauthMaxFailuresPerMinute })
+    }),
     AccessLog.capture(logs),
     RequestCounterMemory
   ).pipe(Layer.provideMerge(config))
