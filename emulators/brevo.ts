@@ -12,7 +12,7 @@
  * Standalone:   `node emulators/brevo.ts --port 4102 [--api-key K] [--list-ids 7] [--templates 11,12,13,14,15]`
  */
 import validator from "validator"
-import { cliOptions, type Emulator, type ProviderBehaviour, type ReceivedRequest, type Reply, runStandalone, startEmulator } from "./newsletter-kit.ts"
+import { captivePortalAnswer, cliOptions, type Emulator, type ProviderBehaviour, type ReceivedRequest, type Reply, runStandalone, startEmulator } from "./newsletter-kit.ts"
 
 export type { Emulator, Fault, FaultMode, ReceivedRequest } from "./newsletter-kit.ts"
 
@@ -131,11 +131,7 @@ export const startBrevoEmulator = async (options: BrevoEmulatorOptions = {}): Pr
       case "403":
         return error(403, "permission_denied", "Your account is not allowed to use this endpoint")
       case "html":
-        return {
-          status: 200,
-          headers: { "content-type": "text/html; charset=utf-8" },
-          body: "<!doctype html><html><head><title>Sign in</title></head><body>Network login required</body></html>"
-        }
+        return captivePortalAnswer
       case "garbage":
         return { status: 201, headers: { "content-type": "application/json" }, body: "{\"id\": 12" }
     }

@@ -12,7 +12,7 @@
  * Standalone:   `node emulators/listmonk.ts --port 4103 [--lists uuid1,uuid2,...]`
  */
 import validator from "validator"
-import { cliOptions, type Emulator, type ProviderBehaviour, type ReceivedRequest, type Reply, runStandalone, startEmulator } from "./newsletter-kit.ts"
+import { captivePortalAnswer, cliOptions, type Emulator, type ProviderBehaviour, type ReceivedRequest, type Reply, runStandalone, startEmulator } from "./newsletter-kit.ts"
 
 export type { Emulator, Fault, FaultMode, ReceivedRequest } from "./newsletter-kit.ts"
 
@@ -109,11 +109,7 @@ export const startListmonkEmulator = async (options: ListmonkEmulatorOptions = {
       case "403":
         return message(403, "Permission denied")
       case "html":
-        return {
-          status: 200,
-          headers: { "content-type": "text/html; charset=utf-8" },
-          body: "<!doctype html><html><head><title>Sign in</title></head><body>Network login required</body></html>"
-        }
+        return captivePortalAnswer
       case "garbage":
         return { status: 200, headers: { "content-type": "application/json" }, body: "{\"data\":{\"has_optin\":" }
     }

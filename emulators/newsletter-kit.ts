@@ -254,3 +254,10 @@ export const runStandalone = async (name: string, start: () => Promise<Emulator>
   process.once("SIGINT", stop)
   process.once("SIGTERM", stop)
 }
+
+/** What a captive portal or login proxy in between answers: 200, HTML, and no provider behind it. */
+export const captivePortalAnswer = {
+  status: 200,
+  headers: { "content-type": "text/html; charset=utf-8" },
+  body: "<!doctype html><html><head><title>Sign in</title></head><body>Network login required</body></html>"
+}

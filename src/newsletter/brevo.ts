@@ -5,7 +5,6 @@
  */
 import { Effect, Redacted, Schema } from "effect"
 import { type HttpClient, HttpClientRequest } from "effect/http"
-import { maskEmail } from "./email.ts"
 import {
   Newsletter,
   NewsletterInvalidEmail,
@@ -14,7 +13,7 @@ import {
   type SubscribeOutcome
 } from "./Newsletter.ts"
 import type { BrevoSettings, CallPolicy } from "./NewsletterConfig.ts"
-import { exchange, parseJson, type ProviderAnswer, TransientFailure, withCallPolicy } from "./providerCall.ts"
+import { parseJson, type ProviderAnswer, providerSubscribe, TransientFailure } from "./providerCall.ts"
 
 /** Brevo's error body; `metadata` (added 2024) and anything else is ignored. */
 const BrevoError = Schema.Struct({ code: Schema.String, message: Schema.String })
@@ -40,16 +39,7 @@ export const makeBrevo = (
         attributes: { LOCALE: input.locale }
       })
     )
-    const attempt = exchange(client, request, policy.attemptTimeoutMs).pipe(Effect.flatMap(interpret))
-    return withCallPolicy(attempt, policy, (reason) => Effect.logDebug("brevo attempt failed; may retry", reason)).pipe(
-      Effect.tapError((error) =>
-        error._tag === "NewsletterInvalidEmail"
-          ? Effect.logInfo("brevo refused the address", error.reason)
-          : Effect.logWarning("brevo subscribe failed", error.reason)
-      ),
-      Effect.annotateLogs({ provider: "brevo", email: maskEmail(input.email), locale: input.locale }),
-      Effect.withSpan("Newsletter.brevo.subscribe", { attributes: { locale: input.locale } })
-    )
+    return providerSubscribe("brevo", input, policy, client, request, interpret)
   }
 
   return Newsletter.of({ provider: "brevo", subscribe })

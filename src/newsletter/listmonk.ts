@@ -5,7 +5,6 @@
  */
 import { Effect, Schema } from "effect"
 import { type HttpClient, HttpClientRequest } from "effect/http"
-import { maskEmail } from "./email.ts"
 import {
   Newsletter,
   NewsletterInvalidEmail,
@@ -14,7 +13,7 @@ import {
   type SubscribeOutcome
 } from "./Newsletter.ts"
 import type { CallPolicy, ListmonkSettings } from "./NewsletterConfig.ts"
-import { exchange, parseJson, type ProviderAnswer, TransientFailure, withCallPolicy } from "./providerCall.ts"
+import { parseJson, type ProviderAnswer, providerSubscribe, TransientFailure } from "./providerCall.ts"
 
 /** `{"data": {"has_optin": boolean}}` (knadh/listmonk cmd/public.go PublicSubscription). */
 const ListmonkSubscribed = Schema.Struct({ data: Schema.Struct({ has_optin: Schema.Boolean }) })
@@ -40,16 +39,7 @@ export const makeListmonk = (
         list_uuids: [settings.lists[input.locale]]
       })
     )
-    const attempt = exchange(client, request, policy.attemptTimeoutMs).pipe(Effect.flatMap(interpret))
-    return withCallPolicy(attempt, policy, (reason) => Effect.logDebug("listmonk attempt failed; may retry", reason)).pipe(
-      Effect.tapError((error) =>
-        error._tag === "NewsletterInvalidEmail"
-          ? Effect.logInfo("listmonk refused the address", error.reason)
-          : Effect.logWarning("listmonk subscribe failed", error.reason)
-      ),
-      Effect.annotateLogs({ provider: "listmonk", email: maskEmail(input.email), locale: input.locale }),
-      Effect.withSpan("Newsletter.listmonk.subscribe", { attributes: { locale: input.locale } })
-    )
+    return providerSubscribe("listmonk", input, policy, client, request, interpret)
   }
 
   return Newsletter.of({ provider: "listmonk", subscribe })

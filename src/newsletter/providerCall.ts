@@ -7,7 +7,8 @@
 import { Data, Duration, Effect, Schedule } from "effect"
 import { Headers, type HttpClient, type HttpClientRequest } from "effect/http"
 import { recordUpstreamCall } from "../http/metrics.ts"
-import { type NewsletterInvalidEmail, NewsletterUpstreamError } from "./Newsletter.ts"
+import { maskEmail } from "./email.ts"
+import { type NewsletterInvalidEmail, NewsletterUpstreamError, type SubscribeInput, type SubscribeOutcome } from "./Newsletter.ts"
 import type { CallPolicy } from "./NewsletterConfig.ts"
 
 /** A failure another attempt may cure: timeout, connection refused or reset, 5xx. Internal only. */
@@ -103,3 +104,29 @@ export const parseJson = (body: string): unknown => {
     return undefined
   }
 }
+
+/**
+ * One subscription at a provider: `interpret`ed exchanges under the call policy, logged (address
+ * masked) and traced the same way for every provider.
+ */
+export const providerSubscribe = (
+  provider: string,
+  input: SubscribeInput,
+  policy: CallPolicy,
+  client: HttpClient.HttpClient,
+  request: HttpClientRequest.HttpClientRequest,
+  interpret: (answer: ProviderAnswer) => Effect.Effect<SubscribeOutcome, NewsletterInvalidEmail | NewsletterUpstreamError | TransientFailure>
+): Effect.Effect<SubscribeOutcome, NewsletterInvalidEmail | NewsletterUpstreamError> =>
+  withCallPolicy(
+    exchange(client, request, policy.attemptTimeoutMs).pipe(Effect.flatMap(interpret)),
+    policy,
+    (reason) => Effect.logDebug(`${provider} attempt failed; may retry`, reason)
+  ).pipe(
+    Effect.tapError((error) =>
+      error._tag === "NewsletterInvalidEmail"
+        ? Effect.logInfo(`${provider} refused the address`, error.reason)
+        : Effect.logWarning(`${provider} subscribe failed`, error.reason)
+    ),
+    Effect.annotateLogs({ provider, email: maskEmail(input.email), locale: input.locale }),
+    Effect.withSpan(`Newsletter.${provider}.subscribe`, { attributes: { locale: input.locale } })
+  )

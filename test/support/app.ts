@@ -27,8 +27,8 @@ export interface TestApp extends TestServer {
 
 export const startTestApp = async (options: {
   readonly env?: Env
-  readonly rates?: Layer.Layer<RatesProvider>
-  readonly newsletter?: Layer.Layer<Newsletter>
+  readonly rates?: Layer.Layer<RatesProvider, unknown>
+  readonly newsletter?: Layer.Layer<Newsletter, unknown>
   /** Failed token requests allowed per minute and key (default 10, as in production). */
   readonly oauthMaxFailuresPerMinute?: number
 } = {}): Promise<TestApp> => {
