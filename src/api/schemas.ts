@@ -124,7 +124,9 @@ export const OAuthErrorBody = Schema.Struct({
   status: Schema.Int,
   detail: Schema.String,
   code: Schema.String,
-  resolution: Schema.String
+  resolution: Schema.String,
+  /** `urn:uuid:<X-Request-Id>`, as on every other problem (C7). */
+  instance: Schema.optionalKey(Schema.String.annotate({ format: "uri-reference" }))
 }).annotate({ identifier: "OAuthError" })
 
 export const AuthorizationServerMetadata = Schema.StructWithRest(

@@ -2,7 +2,7 @@
  * One JSON line per request on stdout (CONTRACT C9). A service so that tests can capture the lines
  * (and prove that no secret ever reaches them) without touching process.stdout.
  */
-import { Context, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 
 export interface AccessLogEntry {
   readonly method: string
@@ -17,15 +17,52 @@ export interface AccessLogEntry {
 export class AccessLog extends Context.Service<AccessLog, {
   readonly write: (entry: AccessLogEntry) => void
 }>()("app/AccessLog") {
-  static readonly stdout = Layer.succeed(AccessLog)({
-    write: (entry) => {
-      process.stdout.write(
-        JSON.stringify({ time: new Date().toISOString(), level: "info", msg: "request", ...entry }) + "\n"
-      )
-    }
-  })
+  /**
+   * Lines are gathered and written once per event-loop turn (or at 64 KiB): one write per request
+   * costs a system call each, and writes to files and terminals are synchronous in Node.
+   */
+  static readonly stdout = Layer.effect(
+    AccessLog,
+    Effect.acquireRelease(Effect.sync(() => makeBufferedWriter((text) => process.stdout.write(text))), (writer) =>
+      Effect.sync(writer.flush)).pipe(Effect.map((writer) => AccessLog.of({ write: (entry) => writer.push(formatLine(entry)) })))
+  )
   static readonly silent = Layer.succeed(AccessLog)({ write: () => {} })
   /** Keeps every entry in `lines`, for tests. */
   static readonly capture = (lines: Array<AccessLogEntry>) =>
     Layer.succeed(AccessLog)({ write: (entry) => void lines.push(entry) })
+}
+
+/** One JSON line; the fixed members are written directly, strings always through JSON.stringify. */
+export const formatLine = (e: AccessLogEntry): string => {
+  const { method, path, status, durationMs, requestId, clientIp, ...rest } = e
+  let line = `{"time":"${new Date().toISOString()}","level":"info","msg":"request","method":${JSON.stringify(method)},` +
+    `"path":${JSON.stringify(path)},"status":${status},"durationMs":${durationMs},"requestId":"${requestId}",` +
+    `"clientIp":${JSON.stringify(clientIp)}`
+  for (const key in rest) line += `,${JSON.stringify(key)}:${JSON.stringify(rest[key])}`
+  return `${line}}\n`
+}
+
+const makeBufferedWriter = (write: (text: string) => void) => {
+  let buffer = ""
+  let scheduled = false
+  const flush = () => {
+    scheduled = false
+    if (buffer === "") return
+    const text = buffer
+    buffer = ""
+    write(text)
+  }
+  // Whatever is still buffered when the process ends is written out.
+  process.once("exit", flush)
+  return {
+    flush,
+    push: (line: string) => {
+      buffer += line
+      if (buffer.length >= 65_536) flush()
+      else if (!scheduled) {
+        scheduled = true
+        setImmediate(flush)
+      }
+    }
+  }
 }

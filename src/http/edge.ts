@@ -3,7 +3,7 @@
  * Request ids, body limits, CORS, 404/405, conversion of every error into a problem, defects
  * logged and answered 500 without internals, security headers, the access log.
  */
-import { ByteSize, Effect, type Types } from "effect"
+import { ByteSize, Context, Effect, type Types } from "effect"
 import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { AppConfig } from "../config.ts"
 import { AccessLog } from "./AccessLog.ts"
@@ -22,6 +22,13 @@ const allowedRequestHeaders = "Content-Type, Authorization, X-Request-Id"
 const pathOf = (url: string) => {
   const q = url.indexOf("?")
   return q === -1 ? url : url.slice(0, q)
+}
+
+/** A body in a content coding the service cannot undo (it reads bodies as sent): anything but `identity`. */
+const isEncodedBody = (request: HttpServerRequest.HttpServerRequest) => {
+  const coding = request.headers["content-encoding"]
+  const hasBody = Number(request.headers["content-length"] ?? 0) > 0 || request.headers["transfer-encoding"] !== undefined
+  return hasBody && coding !== undefined && !/^\s*(identity\s*)?$/i.test(coding)
 }
 
 type Handled = Effect.Effect<HttpServerResponse.HttpServerResponse, Types.unhandled, HttpServerRequest.HttpServerRequest>
@@ -47,29 +54,42 @@ export const makeEdge = (routes: RouteTable = makeRouteTable()) =>
           const path = pathOf(request.url)
           const route = routes.match(path)
           const allowed = route?.methods
+          // The router percent-decodes and cuts at ';': decide CORS on the route it matched, not the spelling.
+          const routePath = route?.pattern ?? path
           const origin = request.headers["origin"]
 
           let response: HttpServerResponse.HttpServerResponse
           if (request.method === "OPTIONS") {
-            response = preflight(request, path, allowed, corsOrigin(origin), ctx)
+            response = preflight(request, routePath, allowed, corsOrigin(origin), ctx)
           } else if (allowed !== undefined && !allowed.includes(request.method)) {
             // Answered before the body is read: the method decides, whatever was sent.
             response = methodNotAllowed(request.method, allowed, ctx)
           } else if (Number(request.headers["content-length"] ?? 0) > config.maxBodyBytes) {
             response = problemResponse("payload_too_large", ctx)
+          } else if (isEncodedBody(request) && !noCorsPaths.has(routePath)) {
+            // RFC 9110 §15.5.16: a coding we cannot decode is 415 with Accept-Encoding. The token
+            // endpoint keeps its RFC 6749 answers (the form will not parse: 400 invalid_request).
+            response = HttpServerResponse.setHeader(
+              problemResponse("unsupported_media_type", ctx, {
+                detail: "Content-Encoding is not supported; send the body uncompressed."
+              }),
+              "accept-encoding",
+              "identity"
+            )
           } else {
             response = yield* httpEffect.pipe(
-              Effect.provideService(HttpServerRequest.MaxBodySize, maxBody),
-              Effect.provideService(CurrentRequestId, requestId),
+              // One context update for both: this runs on every request.
+              Effect.updateContext((context: Context.Context<never>) =>
+                Context.add(Context.add(context, HttpServerRequest.MaxBodySize, maxBody), CurrentRequestId, requestId)
+              ),
               Effect.catchCause((cause) =>
                 Effect.flatMap(HttpServerError.causeResponse(cause), ([res]) =>
                   // Defects never reach the wire; the log keeps them, tagged with the request id.
                   res.status >= 500 && res.status !== 503
-                    ? Effect.as(Effect.logError("unhandled error", cause), res)
+                    ? Effect.as(Effect.logError("unhandled error", cause).pipe(Effect.annotateLogs({ requestId })), res)
                     : Effect.succeed(res)
                 )
-              ),
-              Effect.annotateLogs({ requestId })
+              )
             )
             response = toProblem(response, request, allowed, ctx)
           }
@@ -79,7 +99,7 @@ export const makeEdge = (routes: RouteTable = makeRouteTable()) =>
             "x-content-type-options": "nosniff"
           }
           if (response.headers["cache-control"] === undefined) headers["cache-control"] = "no-store"
-          const allowOrigin = noCorsPaths.has(path) ? undefined : corsOrigin(origin)
+          const allowOrigin = noCorsPaths.has(routePath) ? undefined : corsOrigin(origin)
           if (allowOrigin !== undefined) {
             headers["access-control-allow-origin"] = allowOrigin
             headers["access-control-expose-headers"] = exposedHeaders

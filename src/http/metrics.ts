@@ -28,29 +28,30 @@ const cacheLookups = Metric.counter("cache_lookups_total", {
   incremental: true
 })
 
-// Labelled metric instances are built once per label set, not per request.
-const labelled = new Map<string, { update: (value: number) => void }>()
-const withLabels = <M extends Metric.Metric<number, any>>(metric: M, labels: Record<string, string>) => {
-  const key = `${metric.id}|${Object.values(labels).join("|")}`
-  let entry = labelled.get(key)
-  if (entry === undefined) {
-    const m = Metric.withAttributes(metric, labels)
-    const context = Context.empty()
-    entry = { update: (value) => m.updateUnsafe(value, context) }
-    labelled.set(key, entry)
+// Labelled metric instances are built once per label set, not per request: the hot path is one
+// Map lookup with a key the caller already has.
+const context = Context.empty()
+const handles = new Map<string, (value: number) => void>()
+const handle = <M extends Metric.Metric<number, any>>(key: string, metric: M, labels: () => Record<string, string>) => {
+  let update = handles.get(key)
+  if (update === undefined) {
+    const labelled = Metric.withAttributes(metric, labels())
+    update = (value) => labelled.updateUnsafe(value, context)
+    handles.set(key, update)
   }
-  return entry
+  return update
 }
 
 export const recordRequest = (route: string, method: string, status: number, seconds: number) => {
-  withLabels(requests, { route, method, status: String(status) }).update(1)
-  withLabels(duration, { route, status: String(status) }).update(seconds)
+  const key = `${route} ${method} ${status}`
+  handle(`req ${key}`, requests, () => ({ route, method, status: String(status) }))(1)
+  handle(`dur ${route} ${status}`, duration, () => ({ route, status: String(status) }))(seconds)
 }
-export const recordRateLimited = (policy: string) => withLabels(rateLimited, { policy }).update(1)
+export const recordRateLimited = (policy: string) => handle(`rl ${policy}`, rateLimited, () => ({ policy }))(1)
 export const recordUpstreamCall = (upstream: string, outcome: string) =>
-  withLabels(upstreamCalls, { upstream, outcome }).update(1)
+  handle(`up ${upstream} ${outcome}`, upstreamCalls, () => ({ upstream, outcome }))(1)
 export const recordCacheLookup = (cache: string, hit: boolean) =>
-  withLabels(cacheLookups, { cache, result: hit ? "hit" : "miss" }).update(1)
+  handle(`cache ${cache} ${hit}`, cacheLookups, () => ({ cache, result: hit ? "hit" : "miss" }))(1)
 
 export const metricsText = () => PrometheusMetrics.formatUnsafe(Context.empty())
 

@@ -41,6 +41,8 @@ export const validateEmail = (input: unknown): Result.Result<string, string> => 
   }
   const value = input.trim()
   if (value === "") return Result.fail("must not be empty")
+  // A lone UTF-16 surrogate is no character at all; validator's isEmail would throw on it (encodeURI).
+  if (/\p{Cs}/u.test(value)) return Result.fail("must not contain unpaired surrogate code units")
   if (!validator.isEmail(value, isEmailOptions)) return Result.fail(reasonFor(value))
 
   // isEmail accepted it, so there is exactly one unquoted "@" or a quoted local part before the last one.

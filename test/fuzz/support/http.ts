@@ -8,7 +8,7 @@
  *   send (invalid bytes in the path or header values, malformed request lines). The answer is parsed
  *   here (status line, headers, Content-Length / chunked / close-delimited body).
  */
-import { request as httpRequest } from "node:http"
+import { type Agent, request as httpRequest } from "node:http"
 import { connect } from "node:net"
 
 export interface RawResponse {
@@ -32,6 +32,8 @@ export interface RawRequest {
   /** Send the body with Transfer-Encoding: chunked in pieces of this size instead of Content-Length. */
   readonly chunkSize?: number
   readonly timeoutMs?: number
+  /** A keep-alive agent to reuse connections (the soak); by default a fresh connection per request. */
+  readonly agent?: Agent
 }
 
 const collect = (
@@ -57,6 +59,9 @@ export const send = (baseUrl: string, req: RawRequest): Promise<RawResponse> => 
   const started = performance.now()
   return new Promise((resolve, reject) => {
     const flat: Array<string> = []
+    // With headers as an array node:http adds no Host of its own (and HTTP/1.1 requires one).
+    const hasHost = (req.headers ?? []).some(([n]) => n.toLowerCase() === "host")
+    if (!hasHost) flat.push("Host", url.host)
     for (const [name, value] of req.headers ?? []) flat.push(name, value)
     const chunked = req.chunkSize !== undefined && req.body !== undefined
     const body = req.body === undefined ? undefined : Buffer.isBuffer(req.body) ? req.body : Buffer.from(req.body, "utf8")
@@ -68,10 +73,9 @@ export const send = (baseUrl: string, req: RawRequest): Promise<RawResponse> => 
       port: url.port,
       method: req.method,
       path: req.path,
-      agent: false,
+      agent: req.agent ?? false,
       // node:http accepts a flat [name, value, name, value, ...] array: duplicates survive.
       headers: flat as unknown as Record<string, string>,
-      setHost: !(req.headers ?? []).some(([n]) => n.toLowerCase() === "host"),
       timeout: req.timeoutMs ?? 15_000
     }, (res) => {
       const chunks: Array<Buffer> = []
@@ -98,7 +102,10 @@ export const sendBytes = (baseUrl: string, bytes: Buffer | string, timeoutMs = 1
   return new Promise((resolve, reject) => {
     const socket = connect({ host: url.hostname, port: Number(url.port) })
     const chunks: Array<Buffer> = []
+    let received = 0
+    let expectedTotal: number | undefined // head + Content-Length, once the head is in
     let settled = false
+    const isHead = Buffer.from(bytes).subarray(0, 5).toString("latin1") === "HEAD "
     const finish = () => {
       if (settled) return
       settled = true
@@ -115,10 +122,19 @@ export const sendBytes = (baseUrl: string, bytes: Buffer | string, timeoutMs = 1
       socket.destroy()
       reject(new Error(`no answer within ${timeoutMs} ms`))
     }, timeoutMs)
-    const isHead = Buffer.from(bytes).subarray(0, 5).toString("latin1") === "HEAD "
     socket.on("data", (c: Buffer) => {
       chunks.push(c)
-      if (isComplete(Buffer.concat(chunks), isHead)) finish()
+      received += c.length
+      // Large bodies (the /docs page) arrive in many chunks: re-parse only until the length is known.
+      if (expectedTotal === undefined) {
+        const data = Buffer.concat(chunks)
+        if (isComplete(data, isHead)) return finish()
+        const head = splitHead(data)
+        const length = head === undefined ? undefined : header(head.raw, "content-length")
+        if (head !== undefined && length !== undefined) expectedTotal = data.length - head.rest.length + Number(length)
+        else if (head !== undefined && (header(head.raw, "transfer-encoding") ?? "").toLowerCase().includes("chunked")) expectedTotal = Infinity
+      } else if (received >= expectedTotal) finish()
+      else if (expectedTotal === Infinity && c.subarray(-5).toString("latin1") === "0\r\n\r\n") finish()
     })
     socket.on("end", finish)
     socket.on("close", finish)
