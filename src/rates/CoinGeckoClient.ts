@@ -94,6 +94,9 @@ const ErrorBody = Schema.Union([
 
 const decodeJsonText = Schema.decodeUnknownExit(Schema.fromJsonString(Schema.Unknown))
 const decodeErrorBody = Schema.decodeUnknownExit(ErrorBody)
+const decodeMarkets = Schema.decodeUnknownExit(MarketsBody)
+const decodeMarketChart = Schema.decodeUnknownExit(MarketChartBody)
+const decodeSupportedCurrencies = Schema.decodeUnknownExit(SupportedCurrenciesBody)
 
 const clip = (text: string, max = 200) => (text.length > max ? `${text.slice(0, max)}…` : text)
 
@@ -273,7 +276,18 @@ const makeCoinGeckoClient = Effect.gen(function*() {
   // Jitter keeps instances that failed together from retrying in lockstep.
   const retrySchedule = Schedule.exponential(Duration.millis(config.retryBaseDelayMs)).pipe(Schedule.jittered)
 
+  /**
+   * One logical upstream call. Lazy: the request and its guard pipeline are built when the effect runs,
+   * so callers can hand it to a cache that usually does not need it without paying for it.
+   */
   const call = <A>(
+    what: string,
+    path: string,
+    params: Record<string, string>,
+    decode: (json: unknown) => Exit.Exit<A, Schema.SchemaError>
+  ): Effect.Effect<A, CoinGeckoError> => Effect.suspend(() => buildCall(what, path, params, decode))
+
+  const buildCall = <A>(
     what: string,
     path: string,
     params: Record<string, string>,
@@ -310,7 +324,7 @@ const makeCoinGeckoClient = Effect.gen(function*() {
       "supported currencies",
       "/simple/supported_vs_currencies",
       {},
-      Schema.decodeUnknownExit(SupportedCurrenciesBody)
+      decodeSupportedCurrencies
     ),
     marketsByIds: (vsCurrency, ids) =>
       call("markets", "/coins/markets", {
@@ -318,20 +332,20 @@ const makeCoinGeckoClient = Effect.gen(function*() {
         ids: ids.join(","),
         per_page: String(Math.min(250, Math.max(1, ids.length))),
         price_change_percentage: CHANGE_WINDOWS
-      }, Schema.decodeUnknownExit(MarketsBody)),
+      }, decodeMarkets),
     marketsBySymbols: (vsCurrency, symbols) =>
       call("symbol lookup", "/coins/markets", {
         vs_currency: vsCurrency,
         symbols: symbols.map((s) => s.toLowerCase()).join(","),
         include_tokens: "top",
         price_change_percentage: CHANGE_WINDOWS
-      }, Schema.decodeUnknownExit(MarketsBody)),
+      }, decodeMarkets),
     marketChart: (id, vsCurrency, days) =>
       call(`market chart of ${id}`, `/coins/${encodeURIComponent(id)}/market_chart`, {
         vs_currency: vsCurrency,
         days: String(days),
         interval: "daily"
-      }, (json) => Exit.map(Schema.decodeUnknownExit(MarketChartBody)(json), (body) => body.prices))
+      }, (json) => Exit.map(decodeMarketChart(json), (body) => body.prices))
   })
 })
 

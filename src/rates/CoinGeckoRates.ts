@@ -72,10 +72,43 @@ const Chart = Schema.NullOr(Schema.Array(Schema.Tuple([Schema.Finite, Schema.Fin
 
 const Currencies = Schema.Array(Schema.String)
 
+interface Entry<A> {
+  readonly storedAt: number
+  readonly value: A
+}
+
 /** Reads back one cached entry: `{ storedAt, value }`, or nothing if it is not what we wrote. */
-type EntryDecoder<A> = (json: unknown) => Option.Option<{ readonly storedAt: number; readonly value: A }>
-const entryOf = <A, I>(value: Schema.Codec<A, I>): EntryDecoder<A> =>
-  Schema.decodeUnknownOption(Schema.Struct({ storedAt: Schema.Finite, value }))
+type EntryDecoder<A> = (json: unknown) => Option.Option<Entry<A>>
+
+/** Freezes a decoded entry in depth: it is shared by every request that reads the same cached object. */
+const deepFreeze = <A>(value: A): A => {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    for (const member of Object.values(value)) deepFreeze(member)
+    Object.freeze(value)
+  }
+  return value
+}
+
+/**
+ * Every read is validated, but once per cached object: the stores hand back the same frozen object
+ * until the entry is rewritten (RatesCache), so the outcome is remembered by that object's identity.
+ * Objects that are not frozen (another store) could change after the check, so they are decoded each time.
+ * The decoded entry is frozen and stays the same object while the cached one does, which lets
+ * `historical` recognise an unchanged answer.
+ */
+const entryOf = <A, I>(value: Schema.Codec<A, I>): EntryDecoder<A> => {
+  const decode = Schema.decodeUnknownOption(Schema.Struct({ storedAt: Schema.Finite, value }))
+  const decoded = new WeakMap<object, Option.Option<Entry<A>>>()
+  return (json) => {
+    if (typeof json !== "object" || json === null || !Object.isFrozen(json)) return decode(json)
+    let entry = decoded.get(json)
+    if (entry === undefined) {
+      entry = Option.map(decode(json), deepFreeze)
+      decoded.set(json, entry)
+    }
+    return entry
+  }
+}
 
 const entries = {
   currencies: entryOf(Currencies),
@@ -132,7 +165,47 @@ const topRanked = (rows: ReadonlyArray<MarketRow>, symbol: string): MarketRow | 
   return best
 }
 
-const isoSeconds = (epochMs: number) => new Date(epochMs).toISOString().replace(/\.\d{3}Z$/, "Z")
+/** `2026-11-22T10:00:00Z`: ISO 8601 without the milliseconds (toISOString always ends `.mmmZ` in this range). */
+const isoSeconds = (epochMs: number) => {
+  const iso = new Date(epochMs).toISOString()
+  return iso.length === 24 ? `${iso.slice(0, 19)}Z` : iso.replace(/\.\d{3}Z$/, "Z")
+}
+
+/**
+ * `points.slice(-count)`, by hand: on a frozen array (cached entries are frozen) `slice` takes V8's slow
+ * path, about 40 times slower than this loop.
+ */
+const lastPoints = <A>(points: ReadonlyArray<A>, count: number): Array<A> => {
+  const start = count > 0 ? Math.max(0, points.length - count) : Math.min(points.length, -count)
+  const out: Array<A> = []
+  for (let i = start; i < points.length; i++) out.push(points[i]!)
+  return out
+}
+
+/**
+ * Answers remembered per query: bounded, as queries come from callers, in number and in series points
+ * (each remembered answer also keeps its encoded body alive in the handler, about 30 bytes a point).
+ */
+const RESULTS_CAPACITY = 512
+const RESULTS_MAX_POINTS = 100_000
+
+const sameDependencies = (a: ReadonlyArray<unknown>, b: ReadonlyArray<unknown>) => {
+  if (a.length !== b.length) return false
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
+  return true
+}
+
+/** Freezes an answer (not its series' points, frozen with the cached entries they come from). */
+const freezeResult = (result: RatesResult): RatesResult => {
+  for (const rate of result.rates) {
+    Object.freeze(rate.change)
+    Object.freeze(rate.series)
+    Object.freeze(rate)
+  }
+  Object.freeze(result.rates)
+  Object.freeze(result.unknown)
+  return Object.freeze(result)
+}
 
 // ---------------------------------------------------------------------------------------------------
 
@@ -147,7 +220,8 @@ const makeCoinGeckoRates: Effect.Effect<
   const flights = yield* makeSingleFlight
   const lastGoodTtl = Duration.hours(config.staleTtlHours)
 
-  const read = <A>(entry: EntryDecoder<A>, key: string) => Effect.map(cache.get(key), Option.flatMap(entry))
+  const read = <A>(entry: EntryDecoder<A>, key: string): Effect.Effect<Option.Option<Entry<A>>> =>
+    Effect.map(cache.get(key), (found) => (Option.isSome(found) ? entry(found.value) : Option.none()))
 
   /** Writes the fresh copy and, unless told otherwise, the last good copy. */
   const write = (key: string, value: Schema.Json, storedAt: number, ttl: Duration.Duration, keepLastGood = true) =>
@@ -165,9 +239,12 @@ const makeCoinGeckoRates: Effect.Effect<
           Effect.fail(new CoinGeckoError({ kind: "transient", detail: `no answer within the ${config.requestBudgetMs} ms budget`, retryAfterSeconds: 0 }))
       })))
 
+  const freshFrom = <A>({ storedAt, value }: Entry<A>): Sourced<A> => ({ value, storedAt, stale: false })
+
   /**
    * Fresh copy → else one shared upstream fetch → else (upstream failed) the last good copy.
    * A not-found answer is not an upstream failure and is never papered over with an old copy.
+   * `fetch` must be lazy (built when run, e.g. `Effect.suspend`): on a hit it is never run.
    */
   const cachedOrFetch = <A extends Schema.Json>(options: {
     readonly key: string
@@ -175,22 +252,29 @@ const makeCoinGeckoRates: Effect.Effect<
     readonly fetch: Effect.Effect<A, CoinGeckoError>
     readonly ttl: (value: A, now: number) => Duration.Duration
     readonly deadline: number
+  }): Effect.Effect<Sourced<A>, CoinGeckoError> =>
+    Effect.flatMap(read(options.entry, options.key), (hit) =>
+      Option.isSome(hit) ? Effect.succeed(freshFrom(hit.value)) : fillOrLastGood(options))
+
+  /** The miss path of `cachedOrFetch`, built only on a miss. */
+  const fillOrLastGood = <A extends Schema.Json>(options: {
+    readonly key: string
+    readonly entry: EntryDecoder<A>
+    readonly fetch: Effect.Effect<A, CoinGeckoError>
+    readonly ttl: (value: A, now: number) => Duration.Duration
+    readonly deadline: number
   }): Effect.Effect<Sourced<A>, CoinGeckoError> => {
-    const fresh = read(options.entry, options.key)
     const fill = Effect.gen(function*() {
       // Another flight may have filled it between our miss and this flight starting.
-      const again = yield* fresh
-      if (Option.isSome(again)) return { ...again.value, stale: false }
-      const value = yield* options.fetch
+      const again = yield* read(options.entry, options.key)
+      if (Option.isSome(again)) return freshFrom(again.value)
+      const value = deepFreeze(yield* options.fetch)
       const storedAt = yield* Clock.currentTimeMillis
       yield* write(options.key, value, storedAt, options.ttl(value, storedAt), value !== null)
       return { value, storedAt, stale: false }
     })
-    return Effect.gen(function*() {
-      const hit = yield* fresh
-      if (Option.isSome(hit)) return { ...hit.value, stale: false }
-      return yield* flights.run(options.key, fill).pipe(byDeadline(options.deadline))
-    }).pipe(
+    return flights.run(options.key, fill).pipe(
+      byDeadline(options.deadline),
       Effect.catchIf((error) => error.kind !== "not-found", (error) =>
         Effect.flatMap(read(options.entry, keys.lastGood(options.key)), (copy) =>
           Option.match(copy, {
@@ -206,7 +290,7 @@ const makeCoinGeckoRates: Effect.Effect<
     cachedOrFetch({
       key: keys.currencies,
       entry: entries.currencies,
-      fetch: Effect.map(upstream.supportedCurrencies, (codes) => codes.map((code) => code.toLowerCase())),
+      fetch: Effect.suspend(() => Effect.map(upstream.supportedCurrencies, (codes) => codes.map((code) => code.toLowerCase()))),
       ttl: () => ONE_DAY,
       deadline
     }).pipe(
@@ -228,7 +312,7 @@ const makeCoinGeckoRates: Effect.Effect<
       const found = new Map<string, Coin | null>()
       for (const symbol of symbols) {
         const row = topRanked(rows, symbol)
-        const coin = row === undefined ? null : { id: row.id, name: row.name }
+        const coin = row === undefined ? null : Object.freeze({ id: row.id, name: row.name })
         found.set(symbol, coin)
         yield* write(keys.symbol(symbol), coin, storedAt, ONE_DAY)
         if (row !== undefined) {
@@ -256,7 +340,7 @@ const makeCoinGeckoRates: Effect.Effect<
       if (toLookUp.length === 0) return { coins, stale }
 
       const batch = [...toLookUp].sort()
-      const looked = yield* flights.run(`lookup:${currency}:${batch.join(",")}`, lookUpSymbols(batch, currency)).pipe(
+      const looked = yield* flights.run(`lookup:${currency}:${batch.join(",")}`, Effect.suspend(() => lookUpSymbols(batch, currency))).pipe(
         byDeadline(deadline),
         Effect.result
       )
@@ -298,7 +382,7 @@ const makeCoinGeckoRates: Effect.Effect<
           const out = new Map<string, Sourced<Latest>>()
           for (const id of batch) {
             const row = byId.get(id)
-            const value = row === undefined ? null : toLatest(row)
+            const value = row === undefined ? null : Object.freeze(toLatest(row))
             yield* write(keys.latest(currency, id), value, storedAt, Duration.seconds(config.latestTtlSeconds), value !== null)
             out.set(id, { value, storedAt, stale: false })
           }
@@ -323,9 +407,11 @@ const makeCoinGeckoRates: Effect.Effect<
     return cachedOrFetch({
       key: keys.chart(id, currency, range),
       entry: entries.chart,
-      fetch: upstream.marketChart(id, currency, range).pipe(
-        Effect.map((points): ReadonlyArray<DailyPoint> | null => toDailySeries(points, range)),
-        Effect.catchIf((error) => error.kind === "not-found", () => Effect.succeed(null))
+      fetch: Effect.suspend(() =>
+        upstream.marketChart(id, currency, range).pipe(
+          Effect.map((points): ReadonlyArray<DailyPoint> | null => toDailySeries(points, range)),
+          Effect.catchIf((error) => error.kind === "not-found", () => Effect.succeed(null))
+        )
       ),
       // Past points never change: keep them until the next daily point is published.
       ttl: (value, now) => value === null ? MISSING_COIN_TTL : Duration.millis(millisUntilNextDailyPoint(now)),
@@ -334,6 +420,29 @@ const makeCoinGeckoRates: Effect.Effect<
   }
 
   // ---------------------------------------------------------------------------------------------------
+
+  /** The last answer per query with what it was made of (see `historical`), oldest first. */
+  const results = new Map<string, { readonly dependencies: ReadonlyArray<unknown>; readonly result: RatesResult; readonly points: number }>()
+  let rememberedPoints = 0
+  const forget = (key: string) => {
+    const known = results.get(key)
+    if (known === undefined) return
+    results.delete(key)
+    rememberedPoints -= known.points
+  }
+  const remember = (key: string, dependencies: ReadonlyArray<unknown>, result: RatesResult) => {
+    forget(key)
+    let points = 0
+    for (const rate of result.rates) points += rate.series.length
+    if (points > RESULTS_MAX_POINTS) return
+    results.set(key, { dependencies, result, points })
+    rememberedPoints += points
+    while (results.size > RESULTS_CAPACITY || rememberedPoints > RESULTS_MAX_POINTS) {
+      const oldest = results.keys().next()
+      if (oldest.done === true) break
+      forget(oldest.value)
+    }
+  }
 
   const historical = (query: RatesQuery): Effect.Effect<RatesResult, RatesError> =>
     Effect.gen(function*() {
@@ -345,7 +454,9 @@ const makeCoinGeckoRates: Effect.Effect<
       yield* checkCurrency(currency, Math.min(deadline, startedAt + config.requestBudgetMs / 3))
       const resolved = yield* resolve(query.symbols, currency, deadline)
 
-      const ids = [...new Set([...resolved.coins.values()].flatMap((coin) => (coin === null ? [] : [coin.id])))]
+      // Distinct coin ids, first occurrence first (at most 50 symbols: a linear scan beats a Set here).
+      const ids: Array<string> = []
+      for (const coin of resolved.coins.values()) if (coin !== null && !ids.includes(coin.id)) ids.push(coin.id)
       const [latest, charts] = yield* Effect.all([
         latestFor(ids, currency, deadline),
         Effect.forEach(ids, (id) => Effect.result(chartFor(id, currency, query.days, deadline)), { concurrency: "unbounded" })
@@ -354,12 +465,17 @@ const makeCoinGeckoRates: Effect.Effect<
 
       let stale = resolved.stale
       let asOf = Number.POSITIVE_INFINITY
+      // Each rate with the whole cached series; cut to `days` points only when a new answer is built.
       const rates: Array<RateSeries> = []
       const unknown: Array<string> = []
+      // Everything the answer is made of. Cached values are frozen and stay the same objects until
+      // their entry is rewritten, so equal dependencies (by identity) mean an identical answer.
+      const dependencies: Array<unknown> = [resolved.stale, latest.failure !== undefined]
 
       for (const symbol of query.symbols) {
         const coin = resolved.coins.get(symbol) ?? null
         const chart = coin === null ? undefined : chartById.get(coin.id)
+        dependencies.push(symbol, coin, chart?._tag === "Success" ? chart.success.value : undefined)
         if (coin === null || chart === undefined) {
           unknown.push(symbol)
           continue
@@ -370,9 +486,9 @@ const makeCoinGeckoRates: Effect.Effect<
           unknown.push(symbol) // resolved, but the upstream has no such coin (404)
           continue
         }
-        const series = chart.success.value.slice(-query.days)
         const market = latest.latest.get(coin.id)
-        const lastClose = series.at(-1)
+        dependencies.push(chart.success.stale, market?.value, market?.storedAt, market?.stale)
+        const lastClose = chart.success.value.at(-1) // the last of the whole series is the last of its tail
         let price: number
         let change: RateSeries["change"]
         let name = coin.name
@@ -393,7 +509,16 @@ const makeCoinGeckoRates: Effect.Effect<
           continue
         }
         stale ||= chart.success.stale
-        rates.push({ symbol, id: coin.id, name, price, change, series: series.map(([t, p]) => [t, p] as const) })
+        rates.push({ symbol, id: coin.id, name, price, change, series: chart.success.value })
+      }
+
+      // An answer made of the same cached values as a previous one is that answer, the same object: the
+      // handler then reuses its encoded body. Without any rate, asOf is the clock's: nothing to reuse.
+      const reusable = Number.isFinite(asOf)
+      const resultKey = reusable ? `${currency}|${query.days}|${query.symbols.join(",")}` : ""
+      if (reusable) {
+        const known = results.get(resultKey)
+        if (known !== undefined && sameDependencies(known.dependencies, dependencies)) return known.result
       }
 
       const result: RatesResult = {
@@ -403,16 +528,22 @@ const makeCoinGeckoRates: Effect.Effect<
         asOf: isoSeconds(Number.isFinite(asOf) ? asOf : startedAt),
         source: SOURCE,
         stale,
-        rates,
+        // The points themselves are frozen (cached entries are), so the answer shares them.
+        rates: rates.map((rate) => ({ ...rate, series: lastPoints(rate.series, query.days) })),
         unknown,
         attribution: ATTRIBUTION
       }
+      if (!reusable) return result
+      remember(resultKey, dependencies, freezeResult(result))
       return result
     }).pipe(
       Effect.catchTag("CoinGeckoError", (error) =>
         // A not-found outside a chart call would mean a broken upstream contract: report it as such.
         Effect.fail(error.kind === "not-found" ? new RatesUpstreamError({ reason: error.message }) : toRatesError(error))),
-      Effect.withSpan("rates.historical", { attributes: { symbols: query.symbols.length, days: query.days } })
+      // No stack trace: capturing one costs an Error per request, and the span's name says where it is.
+      Effect.withSpan("rates.historical", { attributes: { symbols: query.symbols.length, days: query.days } }, {
+        captureStackTrace: false
+      })
     )
 
   return RatesProvider.of({ historical })

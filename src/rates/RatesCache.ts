@@ -5,6 +5,13 @@
  * rates cache between instances): string keys, JSON values, a time-to-live per entry. Readers must
  * validate what they get back (another instance or an older release may have written it).
  *
+ * The two stores here hand values back deeply frozen, and a read of an entry that has not been
+ * rewritten hands back the very same object as the previous read (the memory store always; the Redis
+ * store while the stored text is unchanged). A reader may therefore remember its validation of a
+ * frozen object by identity (a WeakMap), so an entry is parsed and validated once rather than on every
+ * read; it is still only what some writer stored, so that first validation is not optional. Other
+ * implementations (test doubles) may return fresh, mutable copies: readers must cope with both.
+ *
  * Failures of the store are not the caller's problem: an implementation reports a broken store as a
  * miss on `get` and ignores it on `set`, so an outage of the cache never fails a request.
  */
@@ -33,15 +40,47 @@ export class RatesCache extends Context.Service<RatesCache, RatesCacheShape>()("
 /** Kind of entry for metrics, a closed set: `rates:cg:chart:bitcoin:usd:30` → `chart`. */
 const kindOf = (key: string) => `${key.split(":")[2] ?? "other"}${key.endsWith(":last-good") ? "-last-good" : ""}`
 
+/** Kinds of the keys seen lately: the same few keys are read on every request. Bounded, as keys come from callers. */
+const kinds = new Map<string, string>()
+const KINDS_CAPACITY = 4_096
+const kindFor = (key: string) => {
+  let kind = kinds.get(key)
+  if (kind === undefined) {
+    kind = kindOf(key)
+    if (kinds.size >= KINDS_CAPACITY) kinds.clear()
+    kinds.set(key, kind)
+  }
+  return kind
+}
+
 /** Counts hits and misses per kind of entry for /metrics. */
 const metered = (store: RatesCacheShape): RatesCacheShape => ({
-  get: (key) => Effect.tap(store.get(key), (found) => Effect.sync(() => recordCacheLookup(kindOf(key), Option.isSome(found)))),
+  get: (key) =>
+    Effect.map(store.get(key), (found) => {
+      recordCacheLookup(kindFor(key), Option.isSome(found))
+      return found
+    }),
   set: store.set
 })
 
+/** Freezes a JSON value in depth, so one object can be handed to every reader. */
+const deepFreeze = <A>(value: A): A => {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    for (const member of Object.values(value)) deepFreeze(member)
+    Object.freeze(value)
+  }
+  return value
+}
+
+/** A private, frozen copy of what `JSON.stringify` made of a value; `text` is that serialisation. */
+const frozenCopy = (text: string): Schema.Json => deepFreeze(JSON.parse(text) as Schema.Json)
+
 interface MemoryEntry {
-  /** Stored serialised, like Redis would, so a value that is not plain JSON fails here and not in production. */
-  readonly json: string
+  /**
+   * The value as a reader of Redis would get it: serialised on `set` (so a value that is not plain JSON
+   * fails here and not in production), parsed back once and frozen; every read returns this object.
+   */
+  readonly value: Schema.Json
   readonly expiresAt: number
 }
 
@@ -57,14 +96,14 @@ const makeMemoryStore = (capacity: number): RatesCacheShape => {
           entries.delete(key)
           return Option.none()
         }
-        return Option.some(JSON.parse(entry.json) as Schema.Json)
+        return Option.some(entry.value)
       }),
     set: (key, value, timeToLive) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
         const ttl = Duration.toMillis(timeToLive)
         entries.delete(key)
         if (!(ttl > 0)) return
-        entries.set(key, { json: JSON.stringify(value), expiresAt: now + ttl })
+        entries.set(key, { value: frozenCopy(JSON.stringify(value)), expiresAt: now + ttl })
         while (entries.size > capacity) {
           const oldest = entries.keys().next()
           if (oldest.done === true) break
@@ -74,7 +113,33 @@ const makeMemoryStore = (capacity: number): RatesCacheShape => {
   })
 }
 
+/** Entries whose last read text is remembered by the Redis store, with the value parsed from it. */
+const REDIS_PARSED_CAPACITY = 1_000
+
 const makeRedisStore = (redis: Redis.Redis["Service"], prefix: string, timeoutMs: number): RatesCacheShape => {
+  // Key → the text last read (or written) and its frozen parse: an unchanged entry is not parsed again
+  // and comes back as the same object. The text is compared in full, so a rewrite is always seen.
+  const parsed = new Map<string, { readonly text: string; readonly value: Schema.Json }>()
+  const remember = (key: string, text: string, value: Schema.Json) => {
+    parsed.delete(key)
+    parsed.set(key, { text, value })
+    if (parsed.size > REDIS_PARSED_CAPACITY) {
+      const oldest = parsed.keys().next()
+      if (oldest.done !== true) parsed.delete(oldest.value)
+    }
+  }
+  const parse = (key: string, text: string): Option.Option<Schema.Json> => {
+    const known = parsed.get(key)
+    if (known !== undefined && known.text === text) return Option.some(known.value)
+    try {
+      const value = frozenCopy(text)
+      remember(key, text, value)
+      return Option.some(value)
+    } catch {
+      parsed.delete(key)
+      return Option.none() // not ours or corrupted: a miss, and the next write replaces it
+    }
+  }
   const bounded = <A>(what: string, effect: Effect.Effect<A, Redis.RedisError>, fallback: A) =>
     effect.pipe(
       Effect.timeoutOrElse({ duration: Duration.millis(timeoutMs), orElse: () => Effect.fail(`no answer within ${timeoutMs} ms`) }),
@@ -85,12 +150,11 @@ const makeRedisStore = (redis: Redis.Redis["Service"], prefix: string, timeoutMs
       bounded(
         "GET",
         Effect.map(redis.send<string | null>("GET", `${prefix}${key}`), (text) => {
-          if (typeof text !== "string") return Option.none()
-          try {
-            return Option.some(JSON.parse(text) as Schema.Json)
-          } catch {
-            return Option.none() // not ours or corrupted: a miss, and the next write replaces it
+          if (typeof text !== "string") {
+            parsed.delete(key)
+            return Option.none()
           }
+          return parse(key, text)
         }),
         Option.none()
       ),

@@ -58,6 +58,8 @@ export class RatesProvider extends Context.Service<RatesProvider, {
   /**
    * Historical rates for the symbols. Symbols that do not resolve to a coin are listed in `unknown`;
    * an empty `rates` is not an error here (the handler turns it into 400 no_valid_symbols).
+   * The result may be frozen and shared with other callers (an unchanged cached answer is handed out
+   * again as the same object, which lets the handler reuse its encoded body): never mutate it.
    */
   readonly historical: (query: RatesQuery) => Effect.Effect<RatesResult, RatesError>
 }>()("app/RatesProvider") {}

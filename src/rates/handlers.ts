@@ -1,10 +1,11 @@
 /** POST /api/v1/exchange-rates (spec §4, CONTRACT C4): normalise the query, map domain errors to problems. */
-import { Effect } from "effect"
+import { Effect, Exit, Schema } from "effect"
+import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { NoValidSymbols, ServiceUnavailable, UpstreamError, ValidationFailed } from "../api/problems.ts"
-import type { ExchangeRatesRequest } from "../api/schemas.ts"
-import { RatesProvider, type RatesQuery } from "./RatesProvider.ts"
+import { type ExchangeRatesRequest, ExchangeRatesResponse } from "../api/schemas.ts"
+import { RatesProvider, type RatesQuery, type RatesResult } from "./RatesProvider.ts"
 
 export const DefaultCurrency = "usd"
 export const DefaultDays = 30
@@ -15,6 +16,34 @@ export const toRatesQuery = (payload: ExchangeRatesRequest): RatesQuery => ({
   currency: (payload.currency ?? DefaultCurrency).toLowerCase(),
   days: payload.days ?? DefaultDays
 })
+
+const encodeResponse = Schema.encodeUnknownExit(ExchangeRatesResponse)
+const utf8 = new TextEncoder()
+
+/** Encoded bodies of frozen results: the provider hands back the same frozen object for an unchanged answer. */
+const encodedBodies = new WeakMap<RatesResult, Uint8Array>()
+
+/**
+ * The 200 body exactly as HttpApi would encode it (the `ExchangeRatesResponse` encoding, then
+ * `JSON.stringify`), or undefined when the result does not encode (left to HttpApi to report).
+ * Remembered per result object when the result is frozen, so a cached answer is validated and
+ * serialised once, not on every request.
+ */
+export const encodeRatesBody = (result: RatesResult): Uint8Array | undefined => {
+  const known = encodedBodies.get(result)
+  if (known !== undefined) return known
+  const encoded = encodeResponse(result)
+  if (Exit.isFailure(encoded)) return undefined
+  const body = utf8.encode(JSON.stringify(encoded.value))
+  if (Object.isFrozen(result)) encodedBodies.set(result, body)
+  return body
+}
+
+/** The 200 response, skipping HttpApi's per-request encoding when the body is known. */
+const respond = (result: RatesResult): RatesResult | HttpServerResponse.HttpServerResponse => {
+  const body = encodeRatesBody(result)
+  return body === undefined ? result : HttpServerResponse.uint8Array(body, { contentType: "application/json" })
+}
 
 export const RatesHandlers = HttpApiBuilder.group(
   Api,
@@ -48,7 +77,7 @@ export const RatesHandlers = HttpApiBuilder.group(
                 unknown: result.unknown
               })
             )
-            : Effect.succeed(result)
+            : Effect.succeed(respond(result))
         )
       ))
   })

@@ -18,7 +18,7 @@ const NOW = Date.UTC(2026, 10, 22, 10, 30)
 beforeAll(async () => {
   emulator = await startCoinGeckoEmulator({ host: "127.0.0.1", now: NOW })
   // Production settings but for the breaker, which would otherwise open during the fault matrix.
-  const rates = CoinGeckoRates.layerFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_BREAKER_FAILURES: "1000", COINGECKO_CALLS_PER_MIN: "10000", COINGECKO_LATEST_TTL_S: "1" })
+  const rates = CoinGeckoRates.layerFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_BREAKER_FAILURES: "1000", COINGECKO_CALLS_PER_MIN: "10000" })
     .pipe(Layer.provide(NodeHttpClient.layerUndici))
   app = await startTestApp({ rates })
 })
@@ -72,17 +72,27 @@ describe("exchange rates against the CoinGecko emulator", () => {
   })
 
   it("serves a cached coin with stale: true during an outage", async () => {
-    const body = { cryptos: ["DOT"], currency: "usd", days: 7 }
-    const fresh = await (await rates(body)).json()
-    expect(fresh.stale).toBe(false)
-    emulator.setFault("5xx")
-    // The latest price lives 1 s here (COINGECKO_LATEST_TTL_S); once it is gone, the upstream is down.
-    await new Promise((r) => setTimeout(r, 1_200))
-    const during = await rates(body)
-    expect(during.status).toBe(200)
-    const stale = await during.json()
-    expect(stale.stale).toBe(true)
-    expect(stale.rates[0].series).toEqual(fresh.rates[0].series)
+    // Its own service, whose latest prices live 1 s (COINGECKO_LATEST_TTL_S): then the upstream goes down.
+    const shortLived = await startTestApp({
+      rates: CoinGeckoRates.layerFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_LATEST_TTL_S: "1" })
+        .pipe(Layer.provide(NodeHttpClient.layerUndici))
+    })
+    try {
+      const post = (body: unknown) =>
+        fetch(`${shortLived.url}/api/v1/exchange-rates`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+      const body = { cryptos: ["DOT"], currency: "usd", days: 7 }
+      const fresh = await (await post(body)).json()
+      expect(fresh.stale).toBe(false)
+      emulator.setFault("5xx")
+      await new Promise((r) => setTimeout(r, 1_200))
+      const during = await post(body)
+      expect(during.status).toBe(200)
+      const stale = await during.json()
+      expect(stale.stale).toBe(true)
+      expect(stale.rates[0].series).toEqual(fresh.rates[0].series)
+    } finally {
+      await shortLived.close()
+    }
   })
 
   // Last: a 429 makes the service hold off the upstream for its Retry-After, as CoinGecko asks.

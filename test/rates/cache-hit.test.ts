@@ -1,0 +1,286 @@
+/**
+ * The cache-hit path: nothing upstream is built, cached entries are validated once, an unchanged answer
+ * is the same object and its HTTP body is encoded once, and every such shortcut gives exactly what the
+ * `ExchangeRatesResponse` encoding gives.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Layer, Option, Schema } from "effect"
+import { Redis } from "effect/persistence"
+import { TestClock } from "effect/testing"
+import { afterAll, beforeAll } from "vitest"
+import { ExchangeRatesResponse } from "../../src/api/schemas.ts"
+import { type ChartPoint, CoinGeckoClient, type MarketRow } from "../../src/rates/CoinGeckoClient.ts"
+import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
+import { DAY_MS } from "../../src/rates/dailySeries.ts"
+import { encodeRatesBody } from "../../src/rates/handlers.ts"
+import { RatesCache } from "../../src/rates/RatesCache.ts"
+import { RatesConfig } from "../../src/rates/RatesConfig.ts"
+import { RatesProvider, type RatesQuery, type RatesResult } from "../../src/rates/RatesProvider.ts"
+import { layerTest } from "../../src/rates/RatesProviderTest.ts"
+import { startTestApp, type TestApp } from "../support/app.ts"
+import { EMULATOR_NOW, makeAgeableCache } from "./helpers.ts"
+
+// ---------------------------------------------------------------------------------------------------
+// An upstream stub that counts how often each call is *built* (not run): a hit must build none.
+
+const makeStubUpstream = () => {
+  const built = { currencies: 0, markets: 0, symbols: 0, chart: 0 }
+  let priceFactor = 1
+  const row = (id: string, symbol: string, name: string): MarketRow => ({
+    id,
+    symbol,
+    name,
+    current_price: 100 * priceFactor,
+    market_cap_rank: 1,
+    price_change_percentage_24h_in_currency: 1.5,
+    price_change_percentage_7d_in_currency: -2,
+    price_change_percentage_30d_in_currency: 10
+  })
+  const today = Math.floor(EMULATOR_NOW / DAY_MS) * DAY_MS
+  const client = CoinGeckoClient.of({
+    get supportedCurrencies() {
+      built.currencies++
+      return Effect.succeed(["usd", "eur"])
+    },
+    marketsByIds: (_currency, ids) => {
+      built.markets++
+      return Effect.succeed(ids.map((id) => row(id, id.slice(0, 3), id)))
+    },
+    marketsBySymbols: (_currency, symbols) => {
+      built.symbols++
+      return Effect.succeed(symbols.filter((s) => s === "XYZ").map(() => row("xyz-coin", "xyz", "Xyz Coin")))
+    },
+    marketChart: (id, _currency, days) => {
+      built.chart++
+      const points: Array<ChartPoint> = Array.from({ length: days }, (_, i) => [today - (days - 1 - i) * DAY_MS, id.length + i])
+      return Effect.succeed([...points, [EMULATOR_NOW, 1]])
+    }
+  })
+  return {
+    built,
+    reset: () => Object.assign(built, { currencies: 0, markets: 0, symbols: 0, chart: 0 }),
+    setPriceFactor: (factor: number) => void (priceFactor = factor),
+    layer: Layer.succeed(CoinGeckoClient)(client)
+  }
+}
+
+const LATEST_TTL_S = 60
+
+const providerWith = (upstream: Layer.Layer<CoinGeckoClient>, cache: Layer.Layer<RatesCache>) =>
+  CoinGeckoRates.layerNoDeps.pipe(
+    Layer.provide(Layer.mergeAll(upstream, cache, RatesConfig.layerFrom({ COINGECKO_LATEST_TTL_S: String(LATEST_TTL_S) }))),
+    Layer.orDie
+  )
+
+const query: RatesQuery = { symbols: ["BTC", "XYZ", "ETH", "NOPE"], currency: "usd", days: 30 }
+const historical = (q: RatesQuery = query) =>
+  Effect.gen(function*() {
+    const rates = yield* RatesProvider
+    return yield* rates.historical(q)
+  })
+
+const schemaBody = (result: RatesResult) => JSON.stringify(Schema.encodeSync(ExchangeRatesResponse)(result))
+const text = (bytes: Uint8Array | undefined) => new TextDecoder().decode(bytes)
+
+describe("CoinGecko provider on a cache hit", () => {
+  it.effect("builds no upstream call, and answers the same frozen object while nothing changed", () => {
+    const upstream = makeStubUpstream()
+    return Effect.gen(function*() {
+      yield* TestClock.setTime(EMULATOR_NOW)
+      const cold = yield* historical()
+      assert.deepStrictEqual(upstream.built, { currencies: 1, markets: 1, symbols: 1, chart: 3 })
+      assert.deepStrictEqual(cold.rates.map((r) => r.id), ["bitcoin", "xyz-coin", "ethereum"])
+      assert.deepStrictEqual(cold.unknown, ["NOPE"])
+
+      upstream.reset()
+      const warm = yield* historical()
+      const again = yield* historical()
+      assert.deepStrictEqual(upstream.built, { currencies: 0, markets: 0, symbols: 0, chart: 0 })
+      assert.deepStrictEqual(warm, cold)
+      assert.strictEqual(again, warm)
+      assert.isTrue(Object.isFrozen(warm) && Object.isFrozen(warm.rates) && Object.isFrozen(warm.rates[0]!.series))
+      assert.isTrue(Object.isFrozen(warm.rates[0]!.series[0]))
+      assert.strictEqual(warm.rates[0]!.series.length, 30)
+
+      // Another query over the same entries (20 days are sliced from the 30-day series) is another answer.
+      const shorter = yield* historical({ ...query, days: 20 })
+      assert.deepStrictEqual(upstream.built, { currencies: 0, markets: 0, symbols: 0, chart: 0 })
+      assert.notStrictEqual(shorter, warm)
+      assert.strictEqual(shorter.days, 20)
+      assert.strictEqual(shorter.rates[0]!.series.length, 20)
+      assert.deepStrictEqual(shorter.rates[0]!.series, warm.rates[0]!.series.slice(-20))
+      assert.strictEqual(yield* historical(), warm)
+
+      // The latest prices expire: the answer is rebuilt from the new entries, the series stay cached.
+      upstream.setPriceFactor(2)
+      yield* TestClock.adjust(Duration.seconds(LATEST_TTL_S))
+      const later = yield* historical()
+      assert.deepStrictEqual(upstream.built, { currencies: 0, markets: 1, symbols: 0, chart: 0 })
+      assert.notStrictEqual(later, warm)
+      assert.deepStrictEqual(later.rates.map((r) => r.price), [200, 200, 200])
+      assert.strictEqual(later.asOf, new Date(EMULATOR_NOW + LATEST_TTL_S * 1000).toISOString().replace(".000Z", "Z"))
+      assert.deepStrictEqual(later.rates.map((r) => r.series), warm.rates.map((r) => r.series))
+      // `later` was made of the values just fetched; from now on they are read from the cache.
+      const settled = yield* historical()
+      assert.deepStrictEqual(settled, later)
+      assert.strictEqual(yield* historical(), settled)
+    }).pipe(Effect.provide(providerWith(upstream.layer, RatesCache.layerMemory())))
+  })
+
+  it.effect("answers the same content from a store that hands out fresh, unfrozen copies", () => {
+    const upstream = makeStubUpstream()
+    const cache = makeAgeableCache()
+    return Effect.gen(function*() {
+      yield* TestClock.setTime(EMULATOR_NOW)
+      const cold = yield* historical()
+      upstream.reset()
+      const warm = yield* historical()
+      const again = yield* historical()
+      assert.deepStrictEqual(upstream.built, { currencies: 0, markets: 0, symbols: 0, chart: 0 })
+      assert.deepStrictEqual(warm, cold)
+      assert.deepStrictEqual(again, warm)
+      assert.strictEqual(text(encodeRatesBody(again)), schemaBody(cold))
+    }).pipe(Effect.provide(providerWith(upstream.layer, cache.layer)))
+  })
+
+  it.effect("still refuses a cached entry that is not what we wrote", () => {
+    const upstream = makeStubUpstream()
+    return Effect.gen(function*() {
+      yield* TestClock.setTime(EMULATOR_NOW)
+      const cache = yield* RatesCache
+      // A chart entry from "another release": points are not [number, number].
+      yield* cache.set("rates:cg:chart:bitcoin:usd:30", { storedAt: EMULATOR_NOW, value: [["x", 1]] }, Duration.hours(1))
+      const rates = yield* RatesProvider
+      const result = yield* rates.historical({ symbols: ["BTC"], currency: "usd", days: 30 })
+      assert.strictEqual(upstream.built.chart, 1) // refused as a miss and fetched again
+      assert.strictEqual(result.rates[0]!.series.length, 30)
+    }).pipe(Effect.provide(CoinGeckoRates.layerNoDeps.pipe(
+      Layer.provideMerge(Layer.mergeAll(upstream.layer, RatesCache.layerMemory(), RatesConfig.layerFrom({}))),
+      Layer.orDie
+    )))
+  })
+})
+
+// ---------------------------------------------------------------------------------------------------
+
+describe("RatesCache stores hand out frozen values, the same object while unchanged", () => {
+  it.effect("memory", () =>
+    Effect.gen(function*() {
+      const cache = yield* RatesCache
+      yield* cache.set("k", { a: [1, 2] }, Duration.minutes(1))
+      const first = Option.getOrThrow(yield* cache.get("k"))
+      assert.strictEqual(Option.getOrThrow(yield* cache.get("k")), first)
+      assert.isTrue(Object.isFrozen(first) && Object.isFrozen((first as { a: Array<number> }).a))
+      yield* cache.set("k", { a: [1, 2] }, Duration.minutes(1))
+      const rewritten = Option.getOrThrow(yield* cache.get("k"))
+      assert.notStrictEqual(rewritten, first)
+      assert.deepStrictEqual(rewritten, first)
+    }).pipe(Effect.provide(RatesCache.layerMemory())))
+
+  it.effect("Redis: parsed once per stored text, re-parsed when another writer changed it", () => {
+    const store = new Map<string, string>()
+    const redis = Layer.succeed(Redis.Redis)({
+      send: <A>(command: string, ...args: ReadonlyArray<string>) =>
+        Effect.sync(() => {
+          if (command === "GET") return (store.get(args[0]!) ?? null) as A
+          store.set(args[0]!, args[1]!)
+          return "OK" as A
+        }),
+      subscribe: () => Effect.die("unused"),
+      eval: () => () => Effect.die("unused"),
+      reserve: Effect.die("unused")
+    } as Redis.Redis["Service"])
+    return Effect.gen(function*() {
+      const cache = yield* RatesCache
+      yield* cache.set("k", { v: 1 }, Duration.minutes(1))
+      const first = Option.getOrThrow(yield* cache.get("k"))
+      assert.deepStrictEqual(first, { v: 1 })
+      assert.isTrue(Object.isFrozen(first))
+      assert.strictEqual(Option.getOrThrow(yield* cache.get("k")), first)
+      store.set("p:k", JSON.stringify({ v: 2 })) // another instance
+      assert.deepStrictEqual(Option.getOrThrow(yield* cache.get("k")), { v: 2 })
+      store.set("p:k", "{not json")
+      assert.isTrue(Option.isNone(yield* cache.get("k")))
+      store.delete("p:k")
+      assert.isTrue(Option.isNone(yield* cache.get("k")))
+    }).pipe(Effect.provide(RatesCache.layerRedis({ prefix: "p:" }).pipe(Layer.provide(redis))))
+  })
+})
+
+// ---------------------------------------------------------------------------------------------------
+
+describe("encodeRatesBody", () => {
+  const fake = (q: RatesQuery) => Effect.runPromise(Effect.provide(historical(q), layerTest))
+
+  it("is the ExchangeRatesResponse encoding, JSON.stringify'd, and decodes back to the result", async () => {
+    const result = await fake({ symbols: ["BTC", "NOPE", "SOL"], currency: "eur", days: 30 })
+    const body = text(encodeRatesBody(result))
+    assert.strictEqual(body, schemaBody(result))
+    assert.deepStrictEqual(Schema.decodeUnknownSync(ExchangeRatesResponse)(JSON.parse(body)), result)
+    // Not frozen: it could change, so it is encoded afresh each time.
+    assert.notStrictEqual(encodeRatesBody(result), encodeRatesBody(result))
+  })
+
+  it("encodes a frozen result once", async () => {
+    const result = Object.freeze(await fake({ symbols: ["ETH"], currency: "usd", days: 7 }))
+    const body = encodeRatesBody(result)
+    assert.strictEqual(encodeRatesBody(result), body)
+    assert.strictEqual(text(body), schemaBody(result))
+  })
+
+  it("leaves a result that does not encode to HttpApi (undefined)", async () => {
+    const result = await fake({ symbols: ["ETH"], currency: "usd", days: 7 })
+    assert.isUndefined(encodeRatesBody({ ...result, rates: [{ ...result.rates[0]!, price: Number.NaN }] }))
+    assert.isUndefined(encodeRatesBody({ ...result, days: 1.5 }))
+  })
+})
+
+// ---------------------------------------------------------------------------------------------------
+
+describe("POST /api/v1/exchange-rates with encoded bodies", () => {
+  const upstream = makeStubUpstream()
+  let app: TestApp
+  beforeAll(async () => {
+    app = await startTestApp({ rates: providerWith(upstream.layer, RatesCache.layerMemory()) })
+  })
+  afterAll(() => app.close())
+
+  const post = (body: unknown) =>
+    fetch(`${app.url}/api/v1/exchange-rates`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body)
+    })
+
+  it("answers a cache hit with the same bytes, valid ExchangeRatesResponse in schema order", async () => {
+    const bodies: Array<string> = []
+    for (let i = 0; i < 3; i++) {
+      const res = await post({ cryptos: ["btc", "xyz", "ETH", "nope", "BTC"], currency: "USD", days: 30 })
+      assert.strictEqual(res.status, 200)
+      assert.strictEqual(res.headers.get("content-type"), "application/json")
+      bodies.push(await res.text())
+    }
+    const decoded = Schema.decodeUnknownSync(ExchangeRatesResponse)(JSON.parse(bodies[0]!))
+    assert.deepStrictEqual(decoded.rates.map((r) => r.symbol), ["BTC", "XYZ", "ETH"])
+    assert.deepStrictEqual(decoded.unknown, ["NOPE"])
+    for (const body of bodies) assert.strictEqual(body, schemaBody(decoded))
+    assert.strictEqual(bodies[2], bodies[1])
+  })
+
+  it("still answers the fake provider's results (never frozen) exactly as the schema encodes them", async () => {
+    const fakeApp = await startTestApp()
+    try {
+      const res = await fetch(`${fakeApp.url}/api/v1/exchange-rates`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ cryptos: ["SOL", "BTC"], currency: "gbp", days: 3 })
+      })
+      assert.strictEqual(res.status, 200)
+      assert.strictEqual(res.headers.get("content-type"), "application/json")
+      const expected = await Effect.runPromise(Effect.provide(historical({ symbols: ["SOL", "BTC"], currency: "gbp", days: 3 }), layerTest))
+      assert.strictEqual(await res.text(), schemaBody(expected))
+    } finally {
+      await fakeApp.close()
+    }
+  })
+})
