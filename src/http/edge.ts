@@ -66,7 +66,7 @@ export const makeEdge = (routes: RouteTable = makeRouteTable()) =>
             response = methodNotAllowed(request.method, allowed, ctx)
           } else if (Number(request.headers["content-length"] ?? 0) > config.maxBodyBytes) {
             response = problemResponse("payload_too_large", ctx)
-          } else if (isEncodedBody(request) && !noCorsPaths.has(routePath)) {
+          } else if (isEncodedBody(request) && allowed !== undefined && !noCorsPaths.has(routePath)) {
             // RFC 9110 §15.5.16: a coding we cannot decode is 415 with Accept-Encoding. The token
             // endpoint keeps its RFC 6749 answers (the form will not parse: 400 invalid_request).
             response = HttpServerResponse.setHeader(

@@ -17,11 +17,11 @@ import { NewsletterLive } from "../../src/newsletter/layer.ts"
 import { NewsletterConfig } from "../../src/newsletter/NewsletterConfig.ts"
 import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
-import { expectNoViolations, type Checked } from "./support/harness.ts"
+import { BASE } from "../support/problems.ts"
+import { type Checked, expectNoViolations } from "./support/harness.ts"
 import { send } from "./support/http.ts"
 import { jsonOf, violationsOf } from "./support/invariants.ts"
 import { loadOpenApi, type OpenApiModel } from "./support/openapi.ts"
-import { BASE } from "../support/problems.ts"
 
 const NOW = Date.UTC(2026, 10, 22, 10, 30)
 /** Upstream budget per request (COINGECKO_REQUEST_BUDGET_MS) and the newsletter deadline, plus slack. */

@@ -6,8 +6,9 @@
  *
  * Node's own refusals, documented here because no application code runs for them:
  * - headers over 16 KiB in total (Node's default `maxHeaderSize`) → 431 with no body and no problem;
- * - an unknown method token, a malformed header line or Content-Length, a missing Host → 400 with
- *   no body (llhttp rejects the request before it is parsed);
+ * - an unknown method token, a malformed header line or Content-Length, a missing Host, bare-LF line
+ *   endings, Content-Length with Transfer-Encoding → 400 with no body (llhttp rejects the request
+ *   before it is parsed); two Host fields are accepted (RFC 9112 §3.2 would want 400);
  * - CONNECT → the connection is closed (the server has no 'connect' listener).
  */
 import fc from "fast-check"
@@ -16,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { basic, tokenFor } from "../support/app.ts"
 import { oddUnicode } from "./support/arbitraries.ts"
 import { expectNoViolations, type FuzzTarget, fuzzParams, startFuzzTarget } from "./support/harness.ts"
-import { jsonOf } from "./support/invariants.ts"
+import { jsonOf, resolveTarget } from "./support/invariants.ts"
 
 let target: FuzzTarget
 let allScopesToken = ""
@@ -138,7 +139,7 @@ describe("path variants", () => {
         { target: path.toUpperCase(), equivalent: path === path.toUpperCase(), kind: "upper case" },
         { target: path.replace(/\/([^/]+)$/, "/./$1"), equivalent: false, kind: "dot segment" },
         { target: path.replace(/\/([^/]+)$/, "/x/../$1"), equivalent: false, kind: "dot-dot segment" },
-        { target: path.replace(/\/([^/]+)$/, "%2F$1"), equivalent: false, kind: "encoded slash" },
+        { target: path.lastIndexOf("/") > 0 ? `${path.slice(0, path.lastIndexOf("/"))}%2F${path.slice(path.lastIndexOf("/") + 1)}` : `${path}%2Fx`, equivalent: false, kind: "encoded slash" },
         { target: `${path}%00`, equivalent: false, kind: "encoded NUL" },
         { target: `${path}%`, equivalent: false, kind: "truncated escape" },
         { target: `${path}%zz`, equivalent: false, kind: "invalid escape" },
@@ -169,7 +170,10 @@ describe("path variants", () => {
           expectNoViolations(checked, context)
           const status = checked.response.status
           if (variant.equivalent) expect(status, context).toBe(known.methods.includes(method) ? 200 : 405)
-          else {
+          else if (resolveTarget(target.model, method, variant.target).allowed !== undefined && !known.methods.includes(method)) {
+            // Still inside a template (/problems/{code} takes any code): the method decides first.
+            expect(status, context).toBe(405)
+          } else {
             expect(status, context).toBe(404)
             if (method !== "HEAD") expect(jsonOf(checked.response)?.code, context).toBe("not_found")
           }
@@ -264,6 +268,25 @@ describe("odd and oversized headers", () => {
       }),
       fuzzParams(60)
     )
+  })
+
+  it("Node's parser refuses malformed framing with a bare 400 before the app (documented, not a problem body)", async () => {
+    const cases: ReadonlyArray<readonly [string, string]> = [
+      ["HTTP/1.1 without Host", "GET /api/health HTTP/1.1\r\nConnection: close\r\n\r\n"],
+      ["a control character in a header value", "GET /api/health HTTP/1.1\r\nHost: x\r\nX-A: a\u0001b\r\nConnection: close\r\n\r\n"],
+      ["bare LF line endings", "GET /api/health HTTP/1.1\nHost: x\nConnection: close\n\n"],
+      ["Content-Length and Transfer-Encoding together (smuggling)", "POST /api/v1/exchange-rates HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n"]
+    ]
+    for (const [what, bytes] of cases) {
+      const checked = await target.exchangeBytes(bytes, { method: bytes.split(" ")[0]!, target: "/api/health", parserMayRefuse: true })
+      expectNoViolations(checked, what)
+      expect(checked.response.status, what).toBe(400)
+      expect(checked.response.body.length, what).toBe(0)
+    }
+    // RFC 9112 §3.2 wants a 400 for two Host fields; Node accepts them. Pinned here so a change shows;
+    // harmless for this service, which does not route by host.
+    const twoHosts = await target.exchangeBytes("GET /api/health HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n", { method: "GET", target: "/api/health" })
+    expect(twoHosts.response.status).toBe(200)
   })
 
   it("Content-Length that disagrees or repeats is refused by Node before the app", async () => {

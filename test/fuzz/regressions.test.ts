@@ -89,6 +89,17 @@ describe("fixed defects", () => {
     }
   )
 
+  it("an encoded body on an unknown path is still a 404: the path decides before the coding", async () => {
+    const checked = await target.exchange({
+      method: "POST",
+      path: "/api/v2/exchange-rates",
+      headers: [["Content-Type", "application/json"], ["Content-Encoding", "gzip"]],
+      body: gzipSync("{}")
+    })
+    expectNoViolations(checked, "gzip body on an unknown path")
+    expect(checked.response.status).toBe(404)
+  })
+
   // Found by token-form.test.ts: token errors carry `instance` (C7) but the document's OAuthError
   // schema said additionalProperties: false, so every token error contradicted the published contract.
   it("a token endpoint error body validates against the document's OAuthError schema", async () => {

@@ -76,8 +76,9 @@ const safeDecode = (path: string) => {
  * routeTable.ts), after percent-decoding as the router does.
  */
 export const resolveTarget = (model: OpenApiModel, method: string, target: string): Target => {
-  // The router (effect/http FindMyWay) cuts the path at '?', '#' and ';' alike.
-  const rawPath = target.split(/[?#;]/)[0]!
+  // An absolute-form target (RFC 9112 §3.2.2) names the same path; the router (effect/http
+  // FindMyWay) cuts the path at '?', '#' and ';' alike.
+  const rawPath = target.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i, "").split(/[?#;]/)[0]!
   // ... and percent-decodes it, except an encoded slash (which stays part of one segment).
   const path = safeDecode(rawPath.replace(/%2F/gi, "%252F"))
   if (path === undefined) return { operation: undefined, allowed: undefined, template: undefined }
