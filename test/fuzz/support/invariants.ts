@@ -4,6 +4,7 @@
  * property can report all of them at once and the meta-test (invariants.test.ts) can show that each
  * check trips on a deliberately broken answer.
  */
+import { OAuthErrorCode } from "../../../src/api/schemas.ts"
 import type { RawResponse } from "./http.ts"
 import type { OpenApiModel, OperationModel } from "./openapi.ts"
 
@@ -21,14 +22,7 @@ const EXTRA_ROUTES: ReadonlyArray<readonly [RegExp, ReadonlyArray<string>]> = [
 const OAUTH_JSON_ERRORS: Readonly<Record<string, ReadonlySet<number>>> = {
   requestToken: new Set([400, 401, 429])
 }
-const OAUTH_ERROR_CODES = new Set([
-  "invalid_request",
-  "invalid_client",
-  "invalid_grant",
-  "unauthorized_client",
-  "unsupported_grant_type",
-  "invalid_scope"
-])
+const OAUTH_ERROR_CODES: ReadonlySet<string> = new Set(OAuthErrorCode.literals)
 
 /** What would betray internals on the wire (RFC 9457 §5). */
 export const INTERNALS_MARKERS: ReadonlyArray<readonly [string, RegExp]> = [
