@@ -54,12 +54,18 @@ const challengeFor = (body: Record<string, unknown>): Record<string, string> => 
   return headers
 }
 
-const finishProblem = (body: Record<string, unknown>, status: number) =>
-  HttpServerResponse.uint8Array(encoder.encode(JSON.stringify(body)), {
+/** Problems rendered here are complete; `completeProblem` leaves them as they are. */
+const complete = new WeakSet<HttpServerResponse.HttpServerResponse>()
+
+const finishProblem = (body: Record<string, unknown>, status: number) => {
+  const response = HttpServerResponse.uint8Array(encoder.encode(JSON.stringify(body)), {
     status,
     contentType: problemContentType,
     headers: challengeFor(body)
   })
+  complete.add(response)
+  return response
+}
 
 /**
  * Completes a problem rendered by HttpApi from a typed class: its `type` is relative in the
@@ -69,7 +75,7 @@ export const completeProblem = (
   response: HttpServerResponse.HttpServerResponse,
   ctx: ProblemContext
 ): HttpServerResponse.HttpServerResponse => {
-  if (response.body._tag !== "Uint8Array") return response
+  if (complete.has(response) || response.body._tag !== "Uint8Array") return response
   let body: Record<string, unknown>
   try {
     body = JSON.parse(decoder.decode(response.body.body))

@@ -6,7 +6,10 @@ import { Effect, Layer, SchemaIssue } from "effect"
 import { HttpApiMiddleware } from "effect/http-api"
 import type { HttpApiSchemaError } from "effect/http-api/HttpApiError"
 import { BodyProblems, CommonProblems } from "../api/Api.ts"
-import { MalformedJson, type ProblemFieldError, ValidationFailed } from "../api/problems.ts"
+import type { ProblemFieldError } from "../api/problems.ts"
+import { AppConfig } from "../config.ts"
+import { problemResponse } from "./problemResponse.ts"
+import { CurrentRequestId } from "./requestId.ts"
 
 const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
 
@@ -26,24 +29,31 @@ export const fieldErrorsOf = (issue: SchemaIssue.Issue): Array<ProblemFieldError
 const isUnparsableJson = (issue: SchemaIssue.Issue) =>
   issue._tag === "InvalidValue" && issue.annotations?.message === "Expected a valid JSON body"
 
-export const toRequestProblem = (error: HttpApiSchemaError) => {
-  // A response that fails its own schema is our bug: a defect, which the edge logs and answers 500.
-  if (error.kind === "Body" || error.kind === "ResponseHeaders") return Effect.die(error)
-  const issue = error.cause.issue
-  if (isUnparsableJson(issue)) return Effect.fail(new MalformedJson({}))
-  const errors = fieldErrorsOf(issue)
-  const first = errors[0]
-  return Effect.fail(
-    new ValidationFailed({
+/**
+ * Renders the problem at once, complete (absolute `type`, `instance`): 400s are the commonest errors,
+ * and this skips encoding the class through its schema and the edge's re-reading of the body.
+ */
+export const toRequestProblem = (error: HttpApiSchemaError, baseUrl: string) =>
+  Effect.gen(function*() {
+    // A response that fails its own schema is our bug: a defect, which the edge logs and answers 500.
+    if (error.kind === "Body" || error.kind === "ResponseHeaders") return yield* Effect.die(error)
+    const ctx = { baseUrl, requestId: yield* CurrentRequestId }
+    const issue = error.cause.issue
+    if (isUnparsableJson(issue)) return problemResponse("malformed_json", ctx)
+    const errors = fieldErrorsOf(issue)
+    const first = errors[0]
+    return problemResponse("validation_failed", ctx, {
       detail: first === undefined
         ? "The request does not match the schema."
         : `${first.pointer === "" ? "The body" : first.pointer}: ${first.detail}`,
       errors
     })
-  )
-}
+  })
 
-export const BodyProblemsLive = HttpApiMiddleware.layerSchemaErrorTransform(BodyProblems, toRequestProblem)
+export const BodyProblemsLive = Layer.unwrap(
+  Effect.map(AppConfig, (config) =>
+    HttpApiMiddleware.layerSchemaErrorTransform(BodyProblems, (error) => toRequestProblem(error, config.publicBaseUrl)))
+)
 
 /** CommonProblems only declares the cross-cutting statuses; the edge middleware produces them. */
 export const CommonProblemsLive = Layer.succeed(CommonProblems)((httpEffect) => httpEffect)
