@@ -12,6 +12,8 @@ export const OptionalBearerLive = Layer.effect(
     return (httpEffect, { endpoint }) =>
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
+        // Anonymous calls are most calls: nothing to verify.
+        if (request.headers["authorization"] === undefined) return yield* httpEffect
         const scope = Context.getOrUndefined(endpoint.annotations, RequiredScope)
         const result = yield* bearer.authenticate(request.headers["authorization"], scope).pipe(
           Effect.mapError((e) =>
