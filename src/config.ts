@@ -29,6 +29,11 @@ export interface AppConfigShape {
   readonly serviceName: string
   /** Largest accepted request body in bytes (C8: 16 KiB). */
   readonly maxBodyBytes: number
+  /**
+   * Health and repeated exchange-rates queries answered from node:http without a fiber (src/http/fastLane.ts).
+   * FAST_LANE=false turns it off; it is off anyway with REDIS_URL (shared counts) or an OTLP endpoint (spans).
+   */
+  readonly fastLane: boolean
 }
 
 export const readAppConfig = (env: Env): Effect.Effect<AppConfigShape, ConfigInvalid> => {
@@ -57,7 +62,8 @@ export const readAppConfig = (env: Env): Effect.Effect<AppConfigShape, ConfigInv
     metricsHost: r.string("METRICS_HOST", "127.0.0.1"),
     otlpEndpoint: r.raw("OTEL_EXPORTER_OTLP_ENDPOINT") === undefined ? undefined : r.url("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
     serviceName: r.string("OTEL_SERVICE_NAME", "crypto-landing-api"),
-    maxBodyBytes: 16 * 1024
+    maxBodyBytes: 16 * 1024,
+    fastLane: r.bool("FAST_LANE", true) && r.raw("OTEL_EXPORTER_OTLP_ENDPOINT") === undefined
   })
 }
 

@@ -6,10 +6,11 @@ import { NodeHttpClient, NodeHttpServer, NodeRuntime } from "@effect/platform-no
 import { Cause, Effect, Exit, Layer, Logger, References } from "effect"
 import { HttpRouter } from "effect/http"
 import { Otlp } from "effect/observability"
-import { AppRoutes } from "./app.ts"
+import { AppFastLane, AppRoutes } from "./app.ts"
 import { AppConfig } from "./config.ts"
 import { ConfigInvalid } from "./env.ts"
 import { AccessLog } from "./http/AccessLog.ts"
+import { FastLane } from "./http/fastLane.ts"
 import { createAppServer } from "./http/nodeServer.ts"
 import { MetricsServer } from "./http/metrics.ts"
 import { RequestCounterMemory, RequestCounterRedis } from "./http/rateLimit.ts"
@@ -59,13 +60,16 @@ export const Services = ProductionChecks.pipe(
 )
 
 const HttpServerLive = Layer.unwrap(
-  Effect.map(AppConfig, (config) =>
-    NodeHttpServer.layer(createAppServer, {
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const lane = yield* FastLane
+    return NodeHttpServer.layer(() => createAppServer(lane.handle), {
       port: config.port,
       host: config.host,
       gracefulShutdownTimeout: "10 seconds"
-    }))
-).pipe(Layer.provide(AppConfig.layer))
+    })
+  })
+).pipe(Layer.provide(AppFastLane), Layer.provide(AppConfig.layer))
 
 const Metrics = Layer.unwrap(
   Effect.map(AppConfig, (config) =>

@@ -2,11 +2,14 @@
 import { Option } from "effect"
 import type { HttpServerRequest } from "effect/http"
 
-export const clientIp = (request: HttpServerRequest.HttpServerRequest, trustProxy: boolean): string => {
+/** The rule itself, on raw values: shared by the Effect edge and the Node fast lane. */
+export const clientIpFrom = (forwardedFor: string | undefined, peer: string | undefined, trustProxy: boolean): string => {
   if (trustProxy) {
-    const forwarded = request.headers["x-forwarded-for"]
-    const first = forwarded?.split(",")[0]?.trim()
+    const first = forwardedFor?.split(",")[0]?.trim()
     if (first !== undefined && first !== "" && first.length <= 64) return first
   }
-  return Option.getOrElse(request.remoteAddress, () => "unknown")
+  return peer ?? "unknown"
 }
+
+export const clientIp = (request: HttpServerRequest.HttpServerRequest, trustProxy: boolean): string =>
+  clientIpFrom(request.headers["x-forwarded-for"], Option.getOrUndefined(request.remoteAddress), trustProxy)

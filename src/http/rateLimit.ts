@@ -5,7 +5,7 @@
  * When Redis fails, the instance counts in memory until Redis answers again (logged once per
  * outage): limits loosen to per-instance for a while, but no request goes unanswered.
  */
-import { Context, Duration, Effect, Layer } from "effect"
+import { Context, Duration, Effect, Exit, Layer } from "effect"
 import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { RateLimiter } from "effect/persistence"
 import { CurrentClient, RateLimit, RateLimitPolicy, type RateLimitPolicyName } from "../api/Api.ts"
@@ -35,7 +35,21 @@ export const rateLimitHeaders = (d: Decision) => ({
 export class RequestCounter extends Context.Service<RequestCounter, {
   readonly shared: boolean
   readonly consume: (key: string, limit: number) => Effect.Effect<Decision, RateLimited>
+  /**
+   * The same count, synchronously, when the store is in this process (memory): lets the fast lane
+   * count without a fiber. Undefined for a shared store, whose answer takes a round trip.
+   */
+  readonly consumeNow: ((key: string, limit: number) => Exit.Exit<Decision, RateLimited>) | undefined
 }>()("app/RequestCounter") {}
+
+/** The counting key and limit of a request (C8): per IP when anonymous, per client (x10) with a token. */
+export const limitKey = (
+  policy: RateLimitPolicyName,
+  base: number,
+  caller: { readonly clientId: string } | undefined,
+  ip: string
+): readonly [key: string, limit: number] =>
+  caller === undefined ? [`${policy}:ip:${ip}`, base] : [`${policy}:client:${caller.clientId}`, base * 10]
 
 const counterFrom = (
   primary: RateLimiter.RateLimiter,
@@ -86,7 +100,12 @@ const counterFrom = (
             : Effect.succeed<Decision>({ policy, limit, remaining: limit, resetSeconds: WindowSeconds }))
       )
     }
-    return { shared: fallback !== undefined, consume: decide }
+    return {
+      shared: fallback !== undefined,
+      consume: decide,
+      // The memory store answers synchronously (Effect.sync under the hood).
+      consumeNow: fallback === undefined ? (key: string, limit: number) => Effect.runSyncExit(decide(key, limit)) : undefined
+    }
   })
 
 const memoryLimiter = RateLimiter.make.pipe(Effect.provide(RateLimiter.layerStoreMemory))
@@ -121,9 +140,7 @@ export const RateLimitLive = Layer.effect(
         const caller = yield* CurrentClient
         const base = config.rateLimits[policy]
         const request = yield* HttpServerRequest.HttpServerRequest
-        const [key, limit] = caller === undefined
-          ? [`${policy}:ip:${clientIp(request, config.trustProxy)}`, base]
-          : [`${policy}:client:${caller.clientId}`, base * 10]
+        const [key, limit] = limitKey(policy, base, caller, clientIp(request, config.trustProxy))
         const decision = yield* counter.consume(key, limit).pipe(
           Effect.tapError((limited) => {
             recordRateLimited(policy)

@@ -286,7 +286,8 @@ const makeCoinGeckoRates: Effect.Effect<
 
   // -- 1. currency ----------------------------------------------------------------------------------
 
-  const checkCurrency = (currency: string, deadline: number): Effect.Effect<void, UnsupportedCurrencyError> =>
+  /** Resolves to when the list it judged by expires; undefined when it could not judge or used an old copy. */
+  const checkCurrency = (currency: string, deadline: number): Effect.Effect<number | undefined, UnsupportedCurrencyError> =>
     cachedOrFetch({
       key: keys.currencies,
       entry: entries.currencies,
@@ -294,12 +295,14 @@ const makeCoinGeckoRates: Effect.Effect<
       ttl: () => ONE_DAY,
       deadline
     }).pipe(
-      Effect.flatMap(({ value }) =>
-        value.includes(currency) ? Effect.void : Effect.fail(new UnsupportedCurrencyError({ currency }))),
+      Effect.flatMap(({ value, storedAt, stale }) =>
+        value.includes(currency)
+          ? Effect.succeed(stale ? undefined : storedAt + Duration.toMillis(ONE_DAY))
+          : Effect.fail(new UnsupportedCurrencyError({ currency }))),
       // Without the list we cannot judge the code; the data calls below will fail for a bad one, and an
       // outage of this one endpoint must not hide cached data.
       Effect.catchTag("CoinGeckoError", (error) =>
-        Effect.logWarning("rates: currency list unavailable; not validating", error.message))
+        Effect.as(Effect.logWarning("rates: currency list unavailable; not validating", error.message), undefined))
     )
 
   // -- 2. symbols → coins ---------------------------------------------------------------------------
@@ -326,6 +329,8 @@ const makeCoinGeckoRates: Effect.Effect<
     Effect.gen(function*() {
       const coins = new Map<string, Coin | null>()
       let stale = false
+      // When the first cached resolution used here expires (curated symbols never do).
+      let freshUntil = Number.POSITIVE_INFINITY
       const toLookUp: Array<string> = []
       for (const symbol of symbols) {
         const curated = curatedCoinFor(symbol)
@@ -334,10 +339,14 @@ const makeCoinGeckoRates: Effect.Effect<
           continue
         }
         const hit = yield* read(entries.resolution, keys.symbol(symbol))
-        if (Option.isSome(hit)) coins.set(symbol, hit.value.value)
-        else toLookUp.push(symbol)
+        if (Option.isSome(hit)) {
+          coins.set(symbol, hit.value.value)
+          freshUntil = Math.min(freshUntil, hit.value.storedAt + Duration.toMillis(ONE_DAY))
+        } else toLookUp.push(symbol)
       }
-      if (toLookUp.length === 0) return { coins, stale }
+      if (toLookUp.length === 0) return { coins, stale, freshUntil }
+      // Looked up now: stored after this instant, for a day.
+      freshUntil = Math.min(freshUntil, (yield* Clock.currentTimeMillis) + Duration.toMillis(ONE_DAY))
 
       const batch = [...toLookUp].sort()
       const looked = yield* flights.run(`lookup:${currency}:${batch.join(",")}`, Effect.suspend(() => lookUpSymbols(batch, currency))).pipe(
@@ -346,7 +355,7 @@ const makeCoinGeckoRates: Effect.Effect<
       )
       if (looked._tag === "Success") {
         for (const symbol of toLookUp) coins.set(symbol, looked.success.get(symbol) ?? null)
-        return { coins, stale }
+        return { coins, stale, freshUntil }
       }
       // Upstream failed: use old resolutions; a symbol we never resolved cannot be answered.
       for (const symbol of toLookUp) {
@@ -355,7 +364,7 @@ const makeCoinGeckoRates: Effect.Effect<
         coins.set(symbol, copy.value.value)
         stale = true
       }
-      return { coins, stale }
+      return { coins, stale, freshUntil }
     })
 
   // -- 3. data ----------------------------------------------------------------------------------------
@@ -422,7 +431,13 @@ const makeCoinGeckoRates: Effect.Effect<
   // ---------------------------------------------------------------------------------------------------
 
   /** The last answer per query with what it was made of (see `historical`), oldest first. */
-  const results = new Map<string, { readonly dependencies: ReadonlyArray<unknown>; readonly result: RatesResult; readonly points: number }>()
+  const results = new Map<string, {
+    readonly dependencies: ReadonlyArray<unknown>
+    readonly result: RatesResult
+    readonly points: number
+    /** Until when (epoch ms) every cached value behind the answer stays fresh; 0 when one is an old copy. */
+    freshUntil: number
+  }>()
   let rememberedPoints = 0
   const forget = (key: string) => {
     const known = results.get(key)
@@ -430,12 +445,12 @@ const makeCoinGeckoRates: Effect.Effect<
     results.delete(key)
     rememberedPoints -= known.points
   }
-  const remember = (key: string, dependencies: ReadonlyArray<unknown>, result: RatesResult) => {
+  const remember = (key: string, dependencies: ReadonlyArray<unknown>, result: RatesResult, freshUntil: number) => {
     forget(key)
     let points = 0
     for (const rate of result.rates) points += rate.series.length
     if (points > RESULTS_MAX_POINTS) return
-    results.set(key, { dependencies, result, points })
+    results.set(key, { dependencies, result, points, freshUntil })
     rememberedPoints += points
     while (results.size > RESULTS_CAPACITY || rememberedPoints > RESULTS_MAX_POINTS) {
       const oldest = results.keys().next()
@@ -451,8 +466,11 @@ const makeCoinGeckoRates: Effect.Effect<
       const currency = query.currency.toLowerCase()
 
       // The currency list is a nicety next to the data: it may not eat more than a third of the budget.
-      yield* checkCurrency(currency, Math.min(deadline, startedAt + config.requestBudgetMs / 3))
+      const currenciesUntil = yield* checkCurrency(currency, Math.min(deadline, startedAt + config.requestBudgetMs / 3))
       const resolved = yield* resolve(query.symbols, currency, deadline)
+      // Until when this very answer holds: the earliest expiry of what it is made of. Any old copy, or a
+      // failed call that the next request would retry, makes it 0: such an answer is never reused by `peek`.
+      let freshUntil = currenciesUntil === undefined || resolved.stale ? 0 : Math.min(currenciesUntil, resolved.freshUntil)
 
       // Distinct coin ids, first occurrence first (at most 50 symbols: a linear scan beats a Set here).
       const ids: Array<string> = []
@@ -482,11 +500,15 @@ const makeCoinGeckoRates: Effect.Effect<
         }
         // Strict: every known coin is served (fresh or last good), or the request fails.
         if (chart._tag === "Failure") return yield* Effect.fail(chart.failure)
+        const market = latest.latest.get(coin.id)
+        const chartTtl = chart.success.value === null ? MISSING_COIN_TTL : Duration.millis(millisUntilNextDailyPoint(chart.success.storedAt))
+        freshUntil = chart.success.stale || market === undefined || market.stale
+          ? 0
+          : Math.min(freshUntil, chart.success.storedAt + Duration.toMillis(chartTtl), market.storedAt + config.latestTtlSeconds * 1000)
         if (chart.success.value === null) {
           unknown.push(symbol) // resolved, but the upstream has no such coin (404)
           continue
         }
-        const market = latest.latest.get(coin.id)
         dependencies.push(chart.success.stale, market?.value, market?.storedAt, market?.stale)
         const lastClose = chart.success.value.at(-1) // the last of the whole series is the last of its tail
         let price: number
@@ -518,7 +540,10 @@ const makeCoinGeckoRates: Effect.Effect<
       const resultKey = reusable ? `${currency}|${query.days}|${query.symbols.join(",")}` : ""
       if (reusable) {
         const known = results.get(resultKey)
-        if (known !== undefined && sameDependencies(known.dependencies, dependencies)) return known.result
+        if (known !== undefined && sameDependencies(known.dependencies, dependencies)) {
+          known.freshUntil = freshUntil
+          return known.result
+        }
       }
 
       const result: RatesResult = {
@@ -534,7 +559,7 @@ const makeCoinGeckoRates: Effect.Effect<
         attribution: ATTRIBUTION
       }
       if (!reusable) return result
-      remember(resultKey, dependencies, freezeResult(result))
+      remember(resultKey, dependencies, freezeResult(result), freshUntil)
       return result
     }).pipe(
       Effect.catchTag("CoinGeckoError", (error) =>
@@ -546,7 +571,15 @@ const makeCoinGeckoRates: Effect.Effect<
       })
     )
 
-  return RatesProvider.of({ historical })
+  const clock = yield* Clock.clockWith(Effect.succeed)
+  /** The remembered answer for this query while everything behind it is fresh: what `historical` would return now. */
+  const peek = (query: RatesQuery): RatesResult | undefined => {
+    const currency = query.currency.toLowerCase()
+    const known = results.get(`${currency}|${query.days}|${query.symbols.join(",")}`)
+    return known !== undefined && clock.currentTimeMillisUnsafe() < known.freshUntil ? known.result : undefined
+  }
+
+  return RatesProvider.of({ historical, peek })
 })
 
 // ---------------------------------------------------------------------------------------------------

@@ -62,4 +62,10 @@ export class RatesProvider extends Context.Service<RatesProvider, {
    * again as the same object, which lets the handler reuse its encoded body): never mutate it.
    */
   readonly historical: (query: RatesQuery) => Effect.Effect<RatesResult, RatesError>
+  /**
+   * Synchronously, the answer `historical` would give now when it is held in memory and everything
+   * behind it is fresh (no I/O, no old copy); undefined otherwise. Lets the HTTP fast lane answer
+   * a repeated query without a fiber. Optional: a provider without it is always asked `historical`.
+   */
+  readonly peek?: ((query: RatesQuery) => RatesResult | undefined) | undefined
 }>()("app/RatesProvider") {}

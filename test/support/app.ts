@@ -3,10 +3,11 @@
  * patched): the rates fake, the newsletter fake, an in-memory OAuth registry with known clients.
  */
 import { Layer } from "effect"
-import { AppRoutes } from "../../src/app.ts"
+import { AppFastLane, AppRoutes } from "../../src/app.ts"
 import { AppConfig } from "../../src/config.ts"
 import type { Env } from "../../src/env.ts"
 import { AccessLog, type AccessLogEntry } from "../../src/http/AccessLog.ts"
+import { FastLane } from "../../src/http/fastLane.ts"
 import { RequestCounterMemory } from "../../src/http/rateLimit.ts"
 import { NewsletterMemory } from "../../src/newsletter/memory.ts"
 import type { Newsletter } from "../../src/newsletter/Newsletter.ts"
@@ -31,6 +32,8 @@ export const startTestApp = async (options: {
   readonly newsletter?: Layer.Layer<Newsletter, unknown>
   /** Failed token requests allowed per minute and key (default 10, as in production). */
   readonly oauthMaxFailuresPerMinute?: number
+  /** The fast lane in front, as in production (default); false: every request takes the Effect path. */
+  readonly fastLane?: boolean
 } = {}): Promise<TestApp> => {
   const logs: Array<AccessLogEntry> = []
   // Limits out of the way unless a test sets them (rate-limit.test.ts does).
@@ -51,7 +54,7 @@ export const startTestApp = async (options: {
     AccessLog.capture(logs),
     RequestCounterMemory
   ).pipe(Layer.provideMerge(config))
-  const server = await serve(AppRoutes, services)
+  const server = await serve(AppRoutes, services, options.fastLane === false ? FastLane.off : AppFastLane)
   return { ...server, logs }
 }
 
