@@ -163,6 +163,14 @@ const scenarioDefs: ReadonlyArray<ScenarioDef> = [
   }
 ]
 
+/** The service is started as `npm start` starts it: the arguments of package.json's start script after `node`. */
+const startArguments = (): Array<string> => {
+  const start = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: { start: string } }).scripts.start
+  const [command, ...args] = start.trim().split(/\s+/)
+  if (command !== "node" || !args.includes("src/main.ts")) fail(`package.json start script is not "node [flags] src/main.ts": ${start}`)
+  return args
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Child processes and clean-up
 
@@ -836,7 +844,7 @@ const main = async () => {
   if (opts.cpuProf) mkdirSync(profDir, { recursive: true })
   const logPath = opts.accessLog === undefined ? join(tmp, "service-stdout.log") : resolve(opts.accessLog)
   const logFd = openSync(logPath, "w")
-  const serviceArgv = pinned(opts.serverCpus, [NODE, ...(opts.cpuProf ? ["--cpu-prof", `--cpu-prof-dir=${profDir}`] : []), "src/main.ts"])
+  const serviceArgv = pinned(opts.serverCpus, [NODE, ...(opts.cpuProf ? ["--cpu-prof", `--cpu-prof-dir=${profDir}`] : []), ...startArguments()])
   const serviceEnv = {
     ...process.env,
     PORT: String(servicePort),

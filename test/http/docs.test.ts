@@ -39,15 +39,15 @@ describe("GET /docs", () => {
     })
     await page.goto(`${app.url}/docs`, { waitUntil: "load" })
     const body = page.locator("body")
-    for (const summary of [
+    // The sidebar renders before the operations' sections: wait for each, including a path.
+    for (const text of [
       "Report service health",
       "Historical exchange rates for cryptocurrency symbols",
-      "Subscribe an e-mail address to the newsletter"
+      "Subscribe an e-mail address to the newsletter",
+      "/api/v1/exchange-rates"
     ]) {
-      await expect.poll(async () => (await body.innerText()).includes(summary), { timeout: 20_000 }).toBe(true)
+      await expect.poll(async () => (await body.innerText()).includes(text), { timeout: 20_000 }).toBe(true)
     }
-    const text = await body.innerText()
-    expect(text).toContain("/api/v1/exchange-rates")
     expect(foreign.filter((u) => !/fonts|favicon/.test(u))).toEqual([])
     await page.close()
   }, 60_000)
