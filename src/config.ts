@@ -31,7 +31,7 @@ export interface AppConfigShape {
   readonly maxBodyBytes: number
   /**
    * Health and repeated exchange-rates queries answered from node:http without a fiber (src/http/fastLane.ts).
-   * FAST_LANE=false turns it off; it is off anyway with REDIS_URL (shared counts) or an OTLP endpoint (spans).
+   * FAST_LANE=false turns it off; it is off anyway with an OTLP endpoint (every request gets its span).
    */
   readonly fastLane: boolean
 }

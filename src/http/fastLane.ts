@@ -8,10 +8,11 @@
  * count) with its RateLimit fields and its 429 problem, the edge's headers, the access-log line and
  * the metrics. It serves only what it is sure of; anything else goes to the Effect app untouched:
  * a token or an Origin (per-client tier, CORS), a body it cannot take as is, an answer not held in
- * memory, a shared (Redis) counter. A body it has read is put back before handing over.
+ * memory. A body it has read is put back before handing over.
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Cause, Context, Effect, Exit, Layer } from "effect"
+import type { HttpServerResponse } from "effect/http"
 import type { RateLimitPolicyName } from "../api/Api.ts"
 import { RateLimited } from "../api/problems.ts"
 import { AppConfig } from "../config.ts"
@@ -64,16 +65,20 @@ const okHeaders = (length: number, requestId: string, decision: Decision) => {
 }
 
 /**
- * The lane for a set of routes. Requires the in-process counter: with a shared (Redis) store a count
- * takes a round trip, and the Effect path serves every request.
+ * The lane for a set of routes. It counts in the same RequestCounter as the RateLimit middleware:
+ * synchronously when the store is in this process, else (Redis) with one fiber for the round trip,
+ * answering once the count is in.
  */
 export const makeFastLane = (routes: ReadonlyArray<FastRoute>) =>
   Effect.gen(function*() {
     const config = yield* AppConfig
     const accessLog = yield* AccessLog
-    const { consumeNow } = yield* RequestCounter
-    if (!config.fastLane || consumeNow === undefined || routes.length === 0) return FastLane.of({ handle: (_req, _res, next) => next() })
+    const counter = yield* RequestCounter
+    if (!config.fastLane || routes.length === 0) return FastLane.of({ handle: (_req, _res, next) => next() })
     const byPath = new Map(routes.map((route) => [route.path, route] as const))
+    // The shared store's fallback logs through the application's logger: run its count in this context.
+    const runCount = Effect.runCallbackWith(yield* Effect.context<never>())
+    const runLog = Effect.runForkWith(yield* Effect.context<never>())
 
     const finish = (
       req: IncomingMessage,
@@ -95,42 +100,64 @@ export const makeFastLane = (routes: ReadonlyArray<FastRoute>) =>
       })
     }
 
-    /**
-     * Counts the request and answers it: 200 with `body`, or the 429 the RateLimit middleware gives.
-     * False, with nothing written, if the count failed otherwise (a defect: the Effect path reports it).
-     */
-    const respond = (req: IncomingMessage, res: ServerResponse, route: FastRoute, body: string | Uint8Array, started: number): boolean => {
-      const requestId = requestIdOf(req.headers["x-request-id"] as string | undefined)
-      const ip = clientIpFrom(req.headers["x-forwarded-for"] as string | undefined, req.socket.remoteAddress, config.trustProxy)
-      const [key, limit] = limitKey(route.policy, config.rateLimits[route.policy], undefined, ip)
-      const counted = consumeNow(key, limit)
-      if (Exit.isSuccess(counted)) {
-        const bytes = typeof body === "string" ? Buffer.from(body) : body
-        res.writeHead(200, okHeaders(bytes.byteLength, requestId, counted.value))
-        res.end(bytes)
-        finish(req, route, 200, started, requestId, ip)
-        return true
-      }
-      const limited = Cause.squash(counted.cause)
-      if (!(limited instanceof RateLimited)) return false
-      recordRateLimited(route.policy)
-      const retryAfter = limited.retryAfter ?? WindowSeconds
-      const problem = problemResponse("rate_limited", { baseUrl: config.publicBaseUrl, requestId }, {
-        detail: limited.detail,
-        retryAfter
-      })
+    /** A complete problem with the edge's headers (edge.ts sets the same ones). */
+    const writeProblem = (res: ServerResponse, problem: HttpServerResponse.HttpServerResponse, requestId: string, extra: Record<string, string>) => {
       const bytes = problem.body._tag === "Uint8Array" ? problem.body.body : new Uint8Array()
-      const limits = rateLimitHeaders({ policy: route.policy, limit, remaining: 0, resetSeconds: retryAfter })
-      res.writeHead(429, {
+      res.writeHead(problem.status, {
         ...problem.headers,
         "content-type": problem.body._tag === "Uint8Array" ? problem.body.contentType : "application/problem+json",
         "content-length": String(bytes.byteLength),
         "x-request-id": requestId,
         "x-content-type-options": "nosniff",
-        ...limits
+        ...extra
       })
       res.end(bytes)
-      finish(req, route, 429, started, requestId, ip)
+    }
+
+    /**
+     * Counts the request and answers it: 200 with `body`, or the 429 the RateLimit middleware gives.
+     * False, with nothing written, if an in-process count failed otherwise (a defect): the Effect path
+     * then takes the request and reports it. Counted in Redis, the request is taken for good.
+     */
+    const respond = (req: IncomingMessage, res: ServerResponse, route: FastRoute, body: string | Uint8Array, started: number): boolean => {
+      const requestId = requestIdOf(req.headers["x-request-id"] as string | undefined)
+      const ip = clientIpFrom(req.headers["x-forwarded-for"] as string | undefined, req.socket.remoteAddress, config.trustProxy)
+      const [key, limit] = limitKey(route.policy, config.rateLimits[route.policy], undefined, ip)
+      const ctx = { baseUrl: config.publicBaseUrl, requestId }
+
+      /** Writes the answer the count calls for; false when the count failed with a defect. */
+      const reply = (counted: Exit.Exit<Decision, RateLimited>): boolean => {
+        if (Exit.isSuccess(counted)) {
+          const bytes = typeof body === "string" ? Buffer.from(body) : body
+          res.writeHead(200, okHeaders(bytes.byteLength, requestId, counted.value))
+          res.end(bytes)
+          finish(req, route, 200, started, requestId, ip)
+          return true
+        }
+        const limited = Cause.squash(counted.cause)
+        if (!(limited instanceof RateLimited)) return false
+        recordRateLimited(route.policy)
+        const retryAfter = limited.retryAfter ?? WindowSeconds
+        writeProblem(
+          res,
+          problemResponse("rate_limited", ctx, { detail: limited.detail, retryAfter }),
+          requestId,
+          rateLimitHeaders({ policy: route.policy, limit, remaining: 0, resetSeconds: retryAfter })
+        )
+        finish(req, route, 429, started, requestId, ip)
+        return true
+      }
+
+      if (counter.consumeNow !== undefined) return reply(counter.consumeNow(key, limit))
+      runCount(counter.consume(key, limit), {
+        onExit: (counted) => {
+          if (reply(counted)) return
+          // Defects never reach the wire (as at the edge): logged with the request id, answered 500.
+          runLog(Effect.logError("unhandled error", counted._tag === "Failure" ? counted.cause : undefined).pipe(Effect.annotateLogs({ requestId })))
+          writeProblem(res, problemResponse("internal_error", ctx), requestId, {})
+          finish(req, route, 500, started, requestId, ip)
+        }
+      })
       return true
     }
 

@@ -4,12 +4,15 @@
  * answers it may give: fresh, anonymous, plain requests. Everything else reaches HttpApi intact,
  * including a body the lane read first.
  */
+import { randomUUID } from "node:crypto"
 import { request } from "node:http"
 import { NodeHttpClient } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Redacted } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../../emulators/coingecko.ts"
+import { RequestCounterRedis } from "../../src/http/rateLimit.ts"
 import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
+import { RedisLive } from "../../src/redis.ts"
 import { RatesProvider } from "../../src/rates/RatesProvider.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { expectProblem } from "../support/problems.ts"
@@ -110,6 +113,30 @@ describe("fast lane: rate limits", () => {
       expect(app.logs.slice(-2).map((l) => l.status)).toEqual([429, 429])
     } finally {
       await app.close()
+    }
+  })
+})
+
+describe("fast lane: rate limits in Redis", () => {
+  const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
+  it("counts through the shared store, one count with an instance that has no lane", async () => {
+    const env = { RATE_LIMIT_HEALTH_PER_MIN: "3", REDIS_KEY_PREFIX: `test-${randomUUID()}:` }
+    const counter = RequestCounterRedis.pipe(Layer.provide(RedisLive(Redacted.make(redisUrl))))
+    const [laneApp, effectApp] = await Promise.all([
+      startTestApp({ env, counter }),
+      startTestApp({ env, counter, fastLane: false })
+    ])
+    try {
+      const statuses = []
+      for (const app of [laneApp, effectApp, laneApp, effectApp, laneApp]) {
+        const res = await fetch(`${app.url}/api/health`)
+        statuses.push([res.status, res.headers.get("ratelimit")?.match(/r=(\d+)/)?.[1]])
+      }
+      expect(statuses).toEqual([[200, "2"], [200, "1"], [200, "0"], [429, "0"], [429, "0"]])
+      await expectProblem(await fetch(`${laneApp.url}/api/health`), 429, "rate_limited")
+    } finally {
+      await laneApp.close()
+      await effectApp.close()
     }
   })
 })

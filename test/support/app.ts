@@ -8,7 +8,7 @@ import { AppConfig } from "../../src/config.ts"
 import type { Env } from "../../src/env.ts"
 import { AccessLog, type AccessLogEntry } from "../../src/http/AccessLog.ts"
 import { FastLane } from "../../src/http/fastLane.ts"
-import { RequestCounterMemory } from "../../src/http/rateLimit.ts"
+import { RequestCounter, RequestCounterMemory } from "../../src/http/rateLimit.ts"
 import { NewsletterMemory } from "../../src/newsletter/memory.ts"
 import type { Newsletter } from "../../src/newsletter/Newsletter.ts"
 import type { CreateClientInput } from "../../src/oauth/ClientRegistry.ts"
@@ -34,6 +34,8 @@ export const startTestApp = async (options: {
   readonly oauthMaxFailuresPerMinute?: number
   /** The fast lane in front, as in production (default); false: every request takes the Effect path. */
   readonly fastLane?: boolean
+  /** Where rate limits are counted (default: memory). */
+  readonly counter?: Layer.Layer<RequestCounter, unknown, AppConfig>
 } = {}): Promise<TestApp> => {
   const logs: Array<AccessLogEntry> = []
   // Limits out of the way unless a test sets them (rate-limit.test.ts does).
@@ -52,7 +54,7 @@ export const startTestApp = async (options: {
       ...(options.oauthMaxFailuresPerMinute === undefined ? {} : { maxFailuresPerMinute: options.oauthMaxFailuresPerMinute })
     }),
     AccessLog.capture(logs),
-    RequestCounterMemory
+    options.counter ?? RequestCounterMemory
   ).pipe(Layer.provideMerge(config))
   const server = await serve(AppRoutes, services, options.fastLane === false ? FastLane.off : AppFastLane)
   return { ...server, logs }
