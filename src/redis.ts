@@ -3,7 +3,7 @@
  * Commands fail fast while Redis is away (no offline queue), so callers fall back at once instead
  * of piling up; the client keeps reconnecting for as long as the process lives.
  */
-import { NodeRedis } from "@effect/platform-node"
+import * as NodeRedis from "@effect/platform-node/NodeRedis"
 import { Effect, Layer, Redacted } from "effect"
 
 export const RedisLive = (url: Redacted.Redacted<string>) => {

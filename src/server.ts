@@ -2,7 +2,11 @@
  * One server process: reads configuration, composes every live Layer once and serves until SIGTERM
  * (in-flight requests drain, then exit 0). Started by main.ts, alone or as a cluster worker.
  */
-import { NodeHttpClient, NodeHttpServer, NodeRuntime } from "@effect/platform-node"
+// Per module, not the package index: the index loads every Node module of the platform, among them
+// @redis/client (~470 modules) and ws, which this process needs only with REDIS_URL, if ever.
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Effect, Exit, Layer, Logger, References } from "effect"
 import { HttpRouter } from "effect/http"
 import { Otlp } from "effect/observability"
@@ -20,7 +24,6 @@ import { ClientRegistry } from "./oauth/ClientRegistry.ts"
 import { OAuthLive, oauthProductionProblems } from "./oauth/layers.ts"
 import { SigningKeys } from "./oauth/SigningKeys.ts"
 import * as CoinGeckoRates from "./rates/CoinGeckoRates.ts"
-import { RedisLive } from "./redis.ts"
 
 
 /**
@@ -28,13 +31,16 @@ import { RedisLive } from "./redis.ts"
  * counts, the rates cache, the upstream call budget and circuit breaker.
  */
 const Stateful = Layer.unwrap(
-  Effect.map(AppConfig, (config) =>
-    config.redisUrl === undefined
+  Effect.map(AppConfig, ({ redisUrl, redisKeyPrefix }) =>
+    redisUrl === undefined
       ? Layer.mergeAll(RequestCounterMemory, CoinGeckoRates.layer)
       : Layer.mergeAll(
         RequestCounterRedis,
-        CoinGeckoRates.layerRedisFrom(process.env, { keyPrefix: config.redisKeyPrefix })
-      ).pipe(Layer.provide(RedisLive(config.redisUrl))))
+        CoinGeckoRates.layerRedisFrom(process.env, { keyPrefix: redisKeyPrefix })
+      ).pipe(Layer.provide(Layer.unwrap(
+        // Imported only when configured: the Redis client is ~500 modules, 7-20 MB of RSS.
+        Effect.promise(() => import("./redis.ts")).pipe(Effect.map(({ RedisLive }) => RedisLive(redisUrl)))
+      ))))
 )
 
 const Upstreams = Layer.mergeAll(Stateful, NewsletterLayer).pipe(Layer.provide(NodeHttpClient.layerUndici))

@@ -70,9 +70,9 @@ const problemPage = (p: ProblemInfo, baseUrl: string) => {
 const cacheable = { "cache-control": "public, max-age=300" }
 
 /**
- * The interactive reference, built on its first request: HttpApiScalar loads its bundled script (3.2 MB
- * of source) when its Layer is built, and the page inlines it; about 40 MB of resident memory that an
- * instance which never serves /docs should not carry.
+ * The interactive reference, built on its first request (about 0.3 s, once): HttpApiScalar loads its
+ * bundled script (3.2 MB of source) when its Layer is built and the page inlines it, some 15-20 MB of
+ * resident memory that an instance which never serves /docs should not carry.
  */
 const ScalarDocs = HttpRouter.use((router) =>
   Effect.gen(function*() {
