@@ -108,7 +108,51 @@ const counterFrom = (
     }
   })
 
-const memoryLimiter = RateLimiter.make.pipe(Effect.provide(RateLimiter.layerStoreMemory))
+/**
+ * An in-process store. Effect's memory store keeps a fixed-window counter per key for ever, and with
+ * one key per caller IP that is a slow leak on a public API (and, under the heap cap of `npm start`,
+ * an eventual crash). This one does the same fixed-window arithmetic in its own map and drops the
+ * counters whose window is over, in one sweep per window; the other algorithms are Effect's.
+ */
+export const makeMemoryCounterStore = Effect.gen(function*() {
+  const effectStore = yield* Effect.provide(
+    Effect.gen(function*() {
+      return yield* RateLimiter.RateLimiterStore
+    }),
+    RateLimiter.layerStoreMemory
+  )
+  const counters = new Map<string, { count: number; expiresAt: number }>()
+  let nextSweepAt = 0
+  const sweep = (now: number) => {
+    nextSweepAt = now + WindowSeconds * 1000
+    for (const [key, counter] of counters) if (counter.expiresAt <= now) counters.delete(key)
+  }
+  const store = RateLimiter.RateLimiterStore.of({
+    ...effectStore,
+    // Each token extends the window by window/limit; a counter past its end starts again from zero.
+    fixedWindow: ({ key, tokens, refillRate, limit }) =>
+      Effect.clockWith((clock) =>
+        Effect.sync(() => {
+          const now = clock.currentTimeMillisUnsafe()
+          if (now >= nextSweepAt) sweep(now)
+          let counter = counters.get(key)
+          if (counter === undefined || counter.expiresAt <= now) {
+            counter = { count: 0, expiresAt: now }
+            counters.set(key, counter)
+          }
+          if (limit !== undefined && counter.count + tokens > limit) return [counter.count + tokens, counter.expiresAt - now] as const
+          counter.count += tokens
+          counter.expiresAt += Duration.toMillis(refillRate) * tokens
+          return [counter.count, counter.expiresAt - now] as const
+        })
+      )
+  })
+  return { store, size: () => counters.size }
+})
+
+const memoryLimiter = makeMemoryCounterStore.pipe(
+  Effect.flatMap(({ store }) => RateLimiter.make.pipe(Effect.provideService(RateLimiter.RateLimiterStore, store)))
+)
 
 export const RequestCounterMemory = Layer.effect(
   RequestCounter,
