@@ -32,10 +32,22 @@ export class AccessLog extends Context.Service<AccessLog, {
     Layer.succeed(AccessLog)({ write: (entry) => void lines.push(entry) })
 }
 
+// Many lines fall in the same millisecond under load: format its timestamp once.
+let isoMillis = -1
+let isoText = ""
+const isoNow = () => {
+  const now = Date.now()
+  if (now !== isoMillis) {
+    isoMillis = now
+    isoText = new Date(now).toISOString()
+  }
+  return isoText
+}
+
 /** One JSON line; the fixed members are written directly, strings always through JSON.stringify. */
 export const formatLine = (e: AccessLogEntry): string => {
   const { method, path, status, durationMs, requestId, clientIp, ...rest } = e
-  let line = `{"time":"${new Date().toISOString()}","level":"info","msg":"request","method":${JSON.stringify(method)},` +
+  let line = `{"time":"${isoNow()}","level":"info","msg":"request","method":${JSON.stringify(method)},` +
     `"path":${JSON.stringify(path)},"status":${status},"durationMs":${durationMs},"requestId":"${requestId}",` +
     `"clientIp":${JSON.stringify(clientIp)}`
   for (const key in rest) line += `,${JSON.stringify(key)}:${JSON.stringify(rest[key])}`

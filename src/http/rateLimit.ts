@@ -5,7 +5,7 @@
  * When Redis fails, the instance counts in memory until Redis answers again (logged once per
  * outage): limits loosen to per-instance for a while, but no request goes unanswered.
  */
-import { Context, Duration, Effect, Exit, Layer } from "effect"
+import { Clock, Context, Duration, Effect, Exit, Layer } from "effect"
 import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { RateLimiter } from "effect/persistence"
 import { CurrentClient, RateLimit, RateLimitPolicy, type RateLimitPolicyName } from "../api/Api.ts"
@@ -51,16 +51,37 @@ export const limitKey = (
 ): readonly [key: string, limit: number] =>
   caller === undefined ? [`${policy}:ip:${ip}`, base] : [`${policy}:client:${caller.clientId}`, base * 10]
 
+const windowMillis = WindowSeconds * 1000
+const decisionOf = (policy: string, limit: number, remaining: number, resetAfterMillis: number): Decision => ({
+  policy,
+  limit,
+  remaining,
+  resetSeconds: Math.max(1, Math.ceil(resetAfterMillis / 1000))
+})
+const limitedOf = (limit: number, retryAfterMillis: number) =>
+  new RateLimited({
+    detail: `The limit of ${limit} requests per minute for this operation has been reached.`,
+    retryAfter: Math.max(1, Math.ceil(retryAfterMillis / 1000))
+  })
+const policyOf = (key: string) => key.slice(0, key.indexOf(":"))
+
+/** Counting in process, without a fiber: RateLimiter.consume's fixed-window rule on the store's own count. */
+const consumeNowWith = (count: CountNow) => (key: string, limit: number): Exit.Exit<Decision, RateLimited> => {
+  const [taken, ttl] = count(key, 1, windowMillis / limit, limit)
+  return taken > limit ? Exit.fail(limitedOf(limit, ttl)) : Exit.succeed(decisionOf(policyOf(key), limit, limit - taken, ttl))
+}
+
 const counterFrom = (
   primary: RateLimiter.RateLimiter,
-  fallback: RateLimiter.RateLimiter | undefined
+  fallback: RateLimiter.RateLimiter | undefined,
+  countNow: CountNow | undefined
 ) =>
   Effect.gen(function*() {
     let degraded = false
     const consumeWith = (limiter: RateLimiter.RateLimiter, key: string, limit: number) =>
       limiter.consume({ key, limit, window: Duration.seconds(WindowSeconds), algorithm: "fixed-window" })
     const decide = (key: string, limit: number) => {
-      const policy = key.slice(0, key.indexOf(":"))
+      const policy = policyOf(key)
       const primaryCall = consumeWith(primary, key, limit)
       const counted = fallback === undefined ? primaryCall : primaryCall.pipe(
         Effect.timeoutOrElse({
@@ -82,20 +103,10 @@ const counterFrom = (
           }))
       )
       return counted.pipe(
-        Effect.map((r): Decision => ({
-          policy,
-          limit,
-          remaining: r.remaining,
-          resetSeconds: Math.max(1, Math.ceil(Duration.toSeconds(r.resetAfter)))
-        })),
+        Effect.map((r) => decisionOf(policy, limit, r.remaining, Duration.toMillis(r.resetAfter))),
         Effect.catchTag("RateLimiterError", (error) =>
           error.reason._tag === "RateLimitExceeded"
-            ? Effect.fail(
-              new RateLimited({
-                detail: `The limit of ${limit} requests per minute for this operation has been reached.`,
-                retryAfter: Math.max(1, Math.ceil(Duration.toSeconds(error.reason.retryAfter)))
-              })
-            )
+            ? Effect.fail(limitedOf(limit, Duration.toMillis(error.reason.retryAfter)))
             // A store error with no fallback left: let the request through rather than fail it.
             : Effect.succeed<Decision>({ policy, limit, remaining: limit, resetSeconds: WindowSeconds }))
       )
@@ -103,8 +114,7 @@ const counterFrom = (
     return {
       shared: fallback !== undefined,
       consume: decide,
-      // The memory store answers synchronously (Effect.sync under the hood).
-      consumeNow: fallback === undefined ? (key: string, limit: number) => Effect.runSyncExit(decide(key, limit)) : undefined
+      consumeNow: fallback === undefined && countNow !== undefined ? consumeNowWith(countNow) : undefined
     }
   })
 
@@ -121,42 +131,46 @@ export const makeMemoryCounterStore = Effect.gen(function*() {
     }),
     RateLimiter.layerStoreMemory
   )
+  const clock = yield* Clock.clockWith(Effect.succeed)
   const counters = new Map<string, { count: number; expiresAt: number }>()
   let nextSweepAt = 0
   const sweep = (now: number) => {
-    nextSweepAt = now + WindowSeconds * 1000
+    nextSweepAt = now + windowMillis
     for (const [key, counter] of counters) if (counter.expiresAt <= now) counters.delete(key)
+  }
+  // Each token extends the window by window/limit; a counter past its end starts again from zero.
+  const countNow: CountNow = (key, tokens, refillMillis, limit) => {
+    const now = clock.currentTimeMillisUnsafe()
+    if (now >= nextSweepAt) sweep(now)
+    let counter = counters.get(key)
+    if (counter === undefined || counter.expiresAt <= now) {
+      counter = { count: 0, expiresAt: now }
+      counters.set(key, counter)
+    }
+    if (limit !== undefined && counter.count + tokens > limit) return [counter.count + tokens, counter.expiresAt - now]
+    counter.count += tokens
+    counter.expiresAt += refillMillis * tokens
+    return [counter.count, counter.expiresAt - now]
   }
   const store = RateLimiter.RateLimiterStore.of({
     ...effectStore,
-    // Each token extends the window by window/limit; a counter past its end starts again from zero.
-    fixedWindow: ({ key, tokens, refillRate, limit }) =>
-      Effect.clockWith((clock) =>
-        Effect.sync(() => {
-          const now = clock.currentTimeMillisUnsafe()
-          if (now >= nextSweepAt) sweep(now)
-          let counter = counters.get(key)
-          if (counter === undefined || counter.expiresAt <= now) {
-            counter = { count: 0, expiresAt: now }
-            counters.set(key, counter)
-          }
-          if (limit !== undefined && counter.count + tokens > limit) return [counter.count + tokens, counter.expiresAt - now] as const
-          counter.count += tokens
-          counter.expiresAt += Duration.toMillis(refillRate) * tokens
-          return [counter.count, counter.expiresAt - now] as const
-        })
-      )
+    fixedWindow: ({ key, tokens, refillRate, limit }) => Effect.sync(() => countNow(key, tokens, Duration.toMillis(refillRate), limit))
   })
-  return { store, size: () => counters.size }
+  return { store, countNow, size: () => counters.size }
 })
 
-const memoryLimiter = makeMemoryCounterStore.pipe(
-  Effect.flatMap(({ store }) => RateLimiter.make.pipe(Effect.provideService(RateLimiter.RateLimiterStore, store)))
-)
+/** A fixed-window count: [count after taking `tokens` (capped at `limit`), milliseconds until the counter resets]. */
+type CountNow = (key: string, tokens: number, refillMillis: number, limit: number | undefined) => readonly [number, number]
+
+const memoryLimiter = Effect.gen(function*() {
+  const { store, countNow } = yield* makeMemoryCounterStore
+  const limiter = yield* RateLimiter.make.pipe(Effect.provideService(RateLimiter.RateLimiterStore, store))
+  return { limiter, countNow }
+})
 
 export const RequestCounterMemory = Layer.effect(
   RequestCounter,
-  Effect.flatMap(memoryLimiter, (limiter) => counterFrom(limiter, undefined))
+  Effect.flatMap(memoryLimiter, ({ limiter, countNow }) => counterFrom(limiter, undefined, countNow))
 )
 
 /** Needs `Redis` (effect/persistence); falls back to memory per request while Redis fails. */
@@ -167,7 +181,7 @@ export const RequestCounterRedis = Layer.effect(
     const redis = yield* RateLimiter.make.pipe(
       Effect.provide(RateLimiter.layerStoreRedis({ prefix: `${redisKeyPrefix}ratelimit:` }))
     )
-    return yield* counterFrom(redis, yield* memoryLimiter)
+    return yield* counterFrom(redis, (yield* memoryLimiter).limiter, undefined)
   })
 )
 
