@@ -151,9 +151,15 @@ export const makeFastLane = (routes: ReadonlyArray<FastRoute>) =>
       if (counter.consumeNow !== undefined) return reply(counter.consumeNow(key, limit))
       runCount(counter.consume(key, limit), {
         onExit: (counted) => {
-          if (reply(counted)) return
+          let cause: unknown = counted._tag === "Failure" ? counted.cause : undefined
+          try {
+            if (reply(counted)) return
+          } catch (error) {
+            cause = error
+          }
           // Defects never reach the wire (as at the edge): logged with the request id, answered 500.
-          runLog(Effect.logError("unhandled error", counted._tag === "Failure" ? counted.cause : undefined).pipe(Effect.annotateLogs({ requestId })))
+          runLog(Effect.logError("unhandled error", cause).pipe(Effect.annotateLogs({ requestId })))
+          if (res.headersSent) return
           writeProblem(res, problemResponse("internal_error", ctx), requestId, {})
           finish(req, route, 500, started, requestId, ip)
         }
