@@ -31,9 +31,8 @@ export const rateLimitHeaders = (d: Decision) => ({
   "ratelimit": `"${d.policy}";r=${Math.max(0, d.remaining)};t=${d.resetSeconds}`
 })
 
-/** Counts requests; `shared` tells whether instances share the counts (Redis) or not (memory). */
+/** Counts requests, in this process (memory) or for all instances (Redis). */
 export class RequestCounter extends Context.Service<RequestCounter, {
-  readonly shared: boolean
   readonly consume: (key: string, limit: number) => Effect.Effect<Decision, RateLimited>
   /**
    * The same count, synchronously, when the store is in this process (memory): lets the fast lane
@@ -112,7 +111,6 @@ const counterFrom = (
       )
     }
     return {
-      shared: fallback !== undefined,
       consume: decide,
       consumeNow: fallback === undefined && countNow !== undefined ? consumeNowWith(countNow) : undefined
     }
