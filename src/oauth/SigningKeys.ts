@@ -5,7 +5,7 @@
  * - `OAUTH_SIGNING_KEYS` (origin `configured`): a JWKS of P-256 keys (a key without `kid` gets its RFC 7638
  *   thumbprint; a given `kid` is kept); the first is private and signs,
  *   the rest are published for verification. Rotation = edit the variable and restart
- *   (`node scripts/clients.ts rotate-key` prints the next value).
+ *   (`node src/cli/clients.ts rotate-key` prints the next value).
  * - `$DATA_DIR/oauth/signing-keys.json` (origin `file`, or `generated` when this start created it; mode
  *   0600). `rotate()` adds a key that signs from then on and keeps the previous public keys published for
  *   25 h (longer than the longest configurable token lifetime, 24 h, plus verifier caches), so tokens

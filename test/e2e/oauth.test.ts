@@ -23,7 +23,7 @@ let issuer: URL
 let as: oauth.AuthorizationServer
 
 const cli = (...args: Array<string>) => {
-  const run = spawnSync(process.execPath, ["scripts/clients.ts", ...args], { env: { PATH: process.env.PATH, DATA_DIR: dataDir }, encoding: "utf8" })
+  const run = spawnSync(process.execPath, ["src/cli/clients.ts", ...args], { env: { PATH: process.env.PATH, DATA_DIR: dataDir }, encoding: "utf8" })
   if (run.status !== 0) throw new Error(run.stderr)
   return JSON.parse(run.stdout)
 }

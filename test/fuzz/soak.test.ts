@@ -1,11 +1,11 @@
 /**
- * The soak of scripts/soak.ts, short enough for CI: the real service process against the emulators,
+ * The soak of test/bench/soak.ts, short enough for CI: the real service process against the emulators,
  * mixed traffic with upstream faults switched on and off, then the same verdicts as the long run.
  * Memory is read after a full GC forced through the inspector, so even a short run compares live
  * memory (not how far V8 let its heap grow); the tolerances are the long run's defaults.
  */
 import { describe, expect, it } from "vitest"
-import { formatSummary, runSoak } from "../../scripts/soak.ts"
+import { formatSummary, runSoak } from "../bench/soak.ts"
 
 describe("soak (short)", () => {
   it("8 s of mixed traffic under switching faults: invariants hold, nothing leaks, every accepted subscription is delivered", async () => {

@@ -4,7 +4,7 @@
  */
 import { Result } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
-import { type BrevoEmulator, type FaultMode, startBrevoEmulator } from "../../emulators/brevo.ts"
+import { type BrevoEmulator, type FaultMode, startBrevoEmulator } from "../emulators/brevo.ts"
 import type { Env } from "../../src/env.ts"
 import { validateEmail } from "../../src/newsletter/email.ts"
 import type { Locale } from "../../src/newsletter/Newsletter.ts"

@@ -6,8 +6,8 @@ import { spawn } from "node:child_process"
 import * as path from "node:path"
 import { createInterface } from "node:readline"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type BrevoEmulator, startBrevoEmulator } from "../../emulators/brevo.ts"
-import { type ListmonkEmulator, startListmonkEmulator } from "../../emulators/listmonk.ts"
+import { type BrevoEmulator, startBrevoEmulator } from "../emulators/brevo.ts"
+import { type ListmonkEmulator, startListmonkEmulator } from "../emulators/listmonk.ts"
 
 const ROOT = path.resolve(import.meta.dirname, "../..")
 const LIST = "0b7e3f5c-1a2b-4c3d-8e4f-000000000001"
@@ -141,8 +141,8 @@ describe("Listmonk emulator", () => {
 
 describe("standalone", () => {
   it.each([
-    ["brevo", "emulators/brevo.ts", /\/v3$/],
-    ["listmonk", "emulators/listmonk.ts", /:\d+$/]
+    ["brevo", "test/emulators/brevo.ts", /\/v3$/],
+    ["listmonk", "test/emulators/listmonk.ts", /:\d+$/]
   ])("node %s --port 0 announces its URL and answers until SIGTERM", async (name, file, urlShape) => {
     const child = spawn(process.execPath, [path.join(ROOT, file), "--port", "0"], { cwd: ROOT })
     try {

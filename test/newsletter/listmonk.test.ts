@@ -3,7 +3,7 @@
  */
 import { Result } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
-import { type FaultMode, type ListmonkEmulator, startListmonkEmulator } from "../../emulators/listmonk.ts"
+import { type FaultMode, type ListmonkEmulator, startListmonkEmulator } from "../emulators/listmonk.ts"
 import type { Env } from "../../src/env.ts"
 import { validateEmail } from "../../src/newsletter/email.ts"
 import type { Locale } from "../../src/newsletter/Newsletter.ts"

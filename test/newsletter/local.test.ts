@@ -229,7 +229,7 @@ describe("CSV export", () => {
     )
   })
 
-  it("node scripts/subscribers.ts export prints and writes the deduplicated list", async () => {
+  it("node src/cli/subscribers.ts export prints and writes the deduplicated list", async () => {
     const newsletter = await liveNewsletter(localEnv())
     try {
       await newsletter.subscribe({ email: "one@example.com", locale: "es" })
@@ -245,7 +245,7 @@ describe("CSV export", () => {
       `one@example.com,pt,${subscribers[0]?.subscribed_at}\r\n` +
       `two@example.com,en,${subscribers[1]?.subscribed_at}\r\n`
 
-    const script = path.join(ROOT, "scripts/subscribers.ts")
+    const script = path.join(ROOT, "src/cli/subscribers.ts")
     const env = { ...process.env, DATA_DIR: dataDir }
     const printed = await run(process.execPath, [script, "export"], { cwd: ROOT, env })
     expect(printed.stdout).toBe(expected)
@@ -260,7 +260,7 @@ describe("CSV export", () => {
   })
 
   it("an empty or missing list exports only the header", async () => {
-    const script = path.join(ROOT, "scripts/subscribers.ts")
+    const script = path.join(ROOT, "src/cli/subscribers.ts")
     const printed = await run(process.execPath, [script, "export", "--data-dir", dataDir], { cwd: ROOT })
     expect(printed.stdout).toBe("email,locale,subscribed_at\r\n")
   })

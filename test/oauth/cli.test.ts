@@ -13,7 +13,7 @@ const DATA_DIR = tmpDataDir()
 
 /** Runs the CLI as the operator would, on this Node (24, type stripping), with a clean environment. */
 const cli = (args: ReadonlyArray<string>, env: Record<string, string> = {}) => {
-  const res = spawnSync(process.execPath, ["scripts/clients.ts", ...args], {
+  const res = spawnSync(process.execPath, ["src/cli/clients.ts", ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? "", DATA_DIR, ...env },
     encoding: "utf8",
@@ -30,7 +30,7 @@ const serverAccepts = async (id: string, secret: string) =>
 
 const CREDENTIALS = /^\{"client_id": "([A-Za-z0-9_-]{22})", "client_secret": "([A-Za-z0-9_-]{43})"\}\n$/
 
-describe("scripts/clients.ts", () => {
+describe("src/cli/clients.ts", () => {
   let clientId = ""
   let secret = ""
 

@@ -34,7 +34,7 @@ describe("NEWSLETTER_PROVIDER=local", () => {
     })
     expect(again.status).toBe(200)
 
-    const exported = spawnSync(process.execPath, ["scripts/subscribers.ts", "export", "--data-dir", dataDir], { encoding: "utf8" })
+    const exported = spawnSync(process.execPath, ["src/cli/subscribers.ts", "export", "--data-dir", dataDir], { encoding: "utf8" })
     expect(exported.status).toBe(0)
     const rows = exported.stdout.trim().split(/\r?\n/).slice(1).map((line) => line.split(","))
     expect(rows).toHaveLength(200)

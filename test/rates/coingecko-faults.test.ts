@@ -5,8 +5,8 @@
  */
 import { afterAll, assert, beforeAll, beforeEach, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { type CoinGeckoEmulator, type FaultMode, startCoinGeckoEmulator } from "../../emulators/coingecko.ts"
-import { emulatedDailyPrices } from "../../emulators/coingecko-data.ts"
+import { type CoinGeckoEmulator, type FaultMode, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
+import { emulatedDailyPrices } from "../emulators/coingecko-data.ts"
 import type { RatesError } from "../../src/rates/RatesProvider.ts"
 import { EMULATOR_NOW, fastEnv, historical, liveRates, liveRatesWithCache, makeAgeableCache, timed } from "./helpers.ts"
 

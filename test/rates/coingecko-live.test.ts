@@ -4,8 +4,8 @@
  */
 import { afterAll, assert, beforeAll, beforeEach, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer } from "effect"
-import { emulatedChange, emulatedDailyPrices, emulatedPrice } from "../../emulators/coingecko-data.ts"
-import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../../emulators/coingecko.ts"
+import { emulatedChange, emulatedDailyPrices, emulatedPrice } from "../emulators/coingecko-data.ts"
+import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { RatesProvider, type RatesResult } from "../../src/rates/RatesProvider.ts"
 import { EMULATOR_NOW, healthyEnv, historical, liveRates } from "./helpers.ts"
 

@@ -3,8 +3,8 @@ import { spawn } from "node:child_process"
 import path from "node:path"
 import { createInterface } from "node:readline"
 import { afterAll, assert, beforeAll, beforeEach, describe, it } from "@effect/vitest"
-import { emulatedDailyPrices, emulatedPrice } from "../../emulators/coingecko-data.ts"
-import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../../emulators/coingecko.ts"
+import { emulatedDailyPrices, emulatedPrice } from "../emulators/coingecko-data.ts"
+import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { EMULATOR_NOW } from "./helpers.ts"
 
 let emulator: CoinGeckoEmulator
@@ -100,9 +100,9 @@ describe("CoinGecko emulator requiring a key", () => {
 })
 
 describe("CoinGecko emulator, standalone", () => {
-  it("node emulators/coingecko.ts --port 0 announces its URL, answers, and exits 0 on SIGTERM", async () => {
+  it("node test/emulators/coingecko.ts --port 0 announces its URL, answers, and exits 0 on SIGTERM", async () => {
     const root = path.resolve(import.meta.dirname, "../..")
-    const child = spawn(process.execPath, [path.join(root, "emulators/coingecko.ts"), "--port", "0", "--now", "2026-11-22T10:00:00Z"], { cwd: root })
+    const child = spawn(process.execPath, [path.join(root, "test/emulators/coingecko.ts"), "--port", "0", "--now", "2026-11-22T10:00:00Z"], { cwd: root })
     try {
       const first = await new Promise<string>((resolve, reject) => {
         createInterface({ input: child.stdout }).once("line", resolve)

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { emulatedCoinById } from "../../emulators/coingecko-data.ts"
+import { emulatedCoinById } from "../emulators/coingecko-data.ts"
 import { curatedCoinFor, curatedCoins } from "../../src/rates/symbols.ts"
 
 describe("curated symbols", () => {

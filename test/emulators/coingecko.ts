@@ -2,7 +2,7 @@
  * A CoinGecko-compatible emulator (the subset of API v3 our rates capability uses), with switchable
  * faults so the resilience of the client can be tested over real HTTP.
  *
- *   node emulators/coingecko.ts --port 4101 [--require-key KEY] [--now ISO]
+ *   node test/emulators/coingecko.ts --port 4101 [--require-key KEY] [--now ISO]
  *   prints one JSON line: {"emulator":"coingecko","url":"http://127.0.0.1:4101/api/v3","control":"…/__control"}
  *
  * API (under /api/v3): /ping, /simple/supported_vs_currencies, /coins/markets (ids= or
@@ -357,7 +357,7 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
 
 export { DAY_MS }
 
-// Standalone: node emulators/coingecko.ts --port 4101 [--require-key KEY] [--now 2026-11-22T10:00:00Z]
+// Standalone: node test/emulators/coingecko.ts --port 4101 [--require-key KEY] [--now 2026-11-22T10:00:00Z]
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
   const argument = (name: string) => {
     const i = process.argv.indexOf(name)

@@ -9,7 +9,7 @@
  * Failure modes: see newsletter-kit.ts.
  *
  * Programmatic: `await startListmonkEmulator({ lists: [{ uuid, optin: "double" }] })`.
- * Standalone:   `node emulators/listmonk.ts --port 4103 [--lists uuid1,uuid2,...]`
+ * Standalone:   `node test/emulators/listmonk.ts --port 4103 [--lists uuid1,uuid2,...]`
  */
 import validator from "validator"
 import { captivePortalAnswer, cliOptions, type Emulator, type ProviderBehaviour, type ReceivedRequest, type Reply, runStandalone, startEmulator } from "./newsletter-kit.ts"

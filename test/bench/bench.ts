@@ -13,7 +13,7 @@
  *          --no-baseline  --out DIR (bench-results)
  *
  * What runs:
- *   - the CoinGecko emulator (emulators/coingecko.ts, in this process; a child process if its API is
+ *   - the CoinGecko emulator (test/emulators/coingecko.ts, in this process; a child process if its API is
  *     missing), so no request leaves the machine;
  *   - the service, started as `npm start` starts it (the start script's flags, on node_modules/.bin/node),
  *     as a child on a free port of 127.0.0.1, with the production composition (server.ts: fast lane,
@@ -23,7 +23,7 @@
  *     list; it changes nothing else on these paths), and RATE_LIMIT_*_PER_MIN=1e9: every request comes
  *     from 127.0.0.1, and the benchmark measures the hot path, not 429s (the limiter still runs). Its
  *     stdout (one JSON access-log line per request) goes to a file, so logging is paid for but not shown;
- *   - the baseline, scripts/bench-baseline.ts, a child answering the bytes captured from the service;
+ *   - the baseline, test/bench/baseline.ts, a child answering the bytes captured from the service;
  *   - wrk (Debian package `wrk`), 32 connections, a Lua script for method, body and headers and for the
  *     JSON summary; a warm-up run before each measured run.
  * With `taskset` and 2+ CPUs the servers run on --server-cpus and wrk (and this process) on --load-cpus:
@@ -51,10 +51,10 @@ import { createServer as createNetServer } from "node:net"
 import { availableParallelism, loadavg, tmpdir } from "node:os"
 import { join, relative, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
-import type { BaselineFixture } from "./bench-baseline.ts"
+import type { BaselineFixture } from "./baseline.ts"
 
 const HOST = "127.0.0.1"
-const ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)))
+const ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)))
 const NODE = existsSync(join(ROOT, "node_modules/.bin/node")) ? join(ROOT, "node_modules/.bin/node") : process.execPath
 const HIGH_LIMIT = "1000000000"
 
@@ -76,7 +76,7 @@ interface Options {
   readonly out: string
 }
 
-const USAGE = `usage: node scripts/bench.ts [--duration S] [--warmup S] [--connections N] [--threads N]
+const USAGE = `usage: node test/bench/bench.ts [--duration S] [--warmup S] [--connections N] [--threads N]
   [--scenarios health,rates,invalid] [--requests N] [--cpu-prof] [--server-cpus LIST] [--load-cpus LIST]
   [--access-log PATH] [--no-baseline] [--out DIR]`
 
@@ -538,7 +538,7 @@ const startUpstream = async (opts: Options): Promise<Upstream> => {
   }
   // Fallback: the standalone emulator, which prints its base URL.
   const port = await freePort()
-  const argv = pinned(opts.loadCpus, [NODE, join(ROOT, "emulators/coingecko.ts"), "--port", String(port)])
+  const argv = pinned(opts.loadCpus, [NODE, join(ROOT, "test/emulators/coingecko.ts"), "--port", String(port)])
   const child = track(spawn(argv[0]!, argv.slice(1), { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] }))
   const out = tail(child.stdout)
   const err = tail(child.stderr)
@@ -810,7 +810,7 @@ const main = async () => {
   const wrkV = wrkVersion()
   if (wrkV === undefined) fail("wrk not found: install it (Debian: apt-get install wrk)")
   const major = Number(process.versions.node.split(".")[0])
-  if (major < 24) fail(`run with Node 24 (npm run bench, or node_modules/.bin/node scripts/bench.ts); this is ${process.version}`)
+  if (major < 24) fail(`run with Node 24 (npm run bench, or node_modules/.bin/node test/bench/bench.ts); this is ${process.version}`)
 
   const scenarios = scenarioDefs.filter((s) => opts.scenarios.includes(s.name))
   const started = new Date()
@@ -896,7 +896,7 @@ const main = async () => {
   const servers: Array<Server> = [{ name: "service", port: servicePort, child: service }]
   if (opts.baseline) {
     const port = await freePort()
-    const argv = pinned(opts.serverCpus, [NODE, join(ROOT, "scripts/bench-baseline.ts"), join(tmp, "fixtures.json")])
+    const argv = pinned(opts.serverCpus, [NODE, join(ROOT, "test/bench/baseline.ts"), join(tmp, "fixtures.json")])
     const child = track(spawn(argv[0]!, argv.slice(1), { cwd: ROOT, env: { ...process.env, PORT: String(port), NODE_ENV: "production" }, stdio: ["ignore", "ignore", "pipe"] }))
     const err = tail(child.stderr)
     await waitReady(port, child, "baseline", err)

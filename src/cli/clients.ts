@@ -16,11 +16,11 @@
  * Results go to stdout as JSON; messages and logs go to stderr.
  */
 import { Effect, Layer, Logger, Redacted } from "effect"
-import { AppConfig } from "../src/config.ts"
-import { ClientRegistry, type IssuedCredentials, type OAuthClient } from "../src/oauth/ClientRegistry.ts"
-import { OAuthConfig } from "../src/oauth/OAuthConfig.ts"
-import { Scopes } from "../src/oauth/scopes.ts"
-import { generateSigningJwk, nextConfiguredJwks, SigningKeys } from "../src/oauth/SigningKeys.ts"
+import { AppConfig } from "../config.ts"
+import { ClientRegistry, type IssuedCredentials, type OAuthClient } from "../oauth/ClientRegistry.ts"
+import { OAuthConfig } from "../oauth/OAuthConfig.ts"
+import { Scopes } from "../oauth/scopes.ts"
+import { generateSigningJwk, nextConfiguredJwks, SigningKeys } from "../oauth/SigningKeys.ts"
 
 const USAGE = `usage: clients <command>
   create --name NAME --scope "SCOPE [SCOPE...]"   register a client; prints its id and secret once

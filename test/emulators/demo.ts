@@ -9,8 +9,8 @@ import { spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, writeSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { startBrevoEmulator } from "../emulators/brevo.ts"
-import { startCoinGeckoEmulator } from "../emulators/coingecko.ts"
+import { startBrevoEmulator } from "./brevo.ts"
+import { startCoinGeckoEmulator } from "./coingecko.ts"
 
 const args = process.argv.slice(2)
 const port = Number(args[args.indexOf("--port") + 1]) || 3000
@@ -35,7 +35,7 @@ const env = {
   BREVO_DOI_REDIRECT_URL: `${base}/docs`
 }
 
-const created = spawnSync(process.execPath, ["scripts/clients.ts", "create", "--name", "demo", "--scope", "health:read rates:read subscriptions:write"], { env, encoding: "utf8" })
+const created = spawnSync(process.execPath, ["src/cli/clients.ts", "create", "--name", "demo", "--scope", "health:read rates:read subscriptions:write"], { env, encoding: "utf8" })
 if (created.status !== 0) {
   console.error(created.stderr)
   process.exit(1)

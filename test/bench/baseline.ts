@@ -1,9 +1,9 @@
 /**
  * The benchmark's baseline: a raw `node:http` server that answers the benchmark's requests with the
- * bytes the real service answered (captured by scripts/bench.ts), so that `service / baseline` shows
+ * bytes the real service answered (captured by test/bench/bench.ts), so that `service / baseline` shows
  * what the framework, middleware and handlers cost on top of Node's HTTP stack.
  *
- *   PORT=N node scripts/bench-baseline.ts <fixtures.json>      prints "listening <port>" when ready
+ *   PORT=N node test/bench/baseline.ts <fixtures.json>      prints "listening <port>" when ready
  *
  * Per request it does the minimum the service cannot avoid either: reads the whole body, picks the
  * fixture by method, path and exact body bytes, and writes the captured status, headers and body
@@ -39,7 +39,7 @@ interface Prepared {
 
 const file = process.argv[2]
 if (file === undefined) {
-  process.stderr.write("usage: node scripts/bench-baseline.ts <fixtures.json>\n")
+  process.stderr.write("usage: node test/bench/baseline.ts <fixtures.json>\n")
   process.exit(2)
 }
 const fixtures = JSON.parse(readFileSync(file, "utf8")) as ReadonlyArray<BaselineFixture>

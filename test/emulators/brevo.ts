@@ -9,7 +9,7 @@
  * Failure modes: see newsletter-kit.ts. 429 carries x-sib-ratelimit-* headers and no Retry-After, like Brevo.
  *
  * Programmatic: `await startBrevoEmulator({ apiKey, listIds, doiTemplates })`.
- * Standalone:   `node emulators/brevo.ts --port 4102 [--api-key K] [--list-ids 7] [--templates 11,12,13,14,15]`
+ * Standalone:   `node test/emulators/brevo.ts --port 4102 [--api-key K] [--list-ids 7] [--templates 11,12,13,14,15]`
  */
 import validator from "validator"
 import { captivePortalAnswer, cliOptions, type Emulator, type ProviderBehaviour, type ReceivedRequest, type Reply, runStandalone, startEmulator } from "./newsletter-kit.ts"

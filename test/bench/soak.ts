@@ -16,7 +16,7 @@
  *   open file descriptors (/proc/<pid>/fd) grow after warm-up by more than the tolerance, or
  *   descriptors are not given back once the clients are gone;
  * - a subscription answered 200 is not with the provider exactly as accepted (Brevo emulator contacts,
- *   or `node scripts/subscribers.ts export` for the local list), or the provider holds one never sent;
+ *   or `node src/cli/subscribers.ts export` for the local list), or the provider holds one never sent;
  * - SIGTERM does not stop the service with exit code 0.
  *
  * Linux only (/proc). `runSoak` is also used by test/fuzz/soak.test.ts for a short CI run.
@@ -32,11 +32,11 @@ import { type BrevoEmulator, startBrevoEmulator } from "../emulators/brevo.ts"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { emulatedCurrencies } from "../emulators/coingecko-data.ts"
 import type { Fault as NewsletterFault } from "../emulators/newsletter-kit.ts"
-import { type RawRequest, type RawResponse, send } from "../test/fuzz/support/http.ts"
-import { violationsOf } from "../test/fuzz/support/invariants.ts"
-import { loadOpenApi, type OpenApiModel } from "../test/fuzz/support/openapi.ts"
+import { type RawRequest, type RawResponse, send } from "../fuzz/support/http.ts"
+import { violationsOf } from "../fuzz/support/invariants.ts"
+import { loadOpenApi, type OpenApiModel } from "../fuzz/support/openapi.ts"
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..")
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "../..")
 
 export interface SoakOptions {
   readonly durationS: number
@@ -268,7 +268,7 @@ const soakWith = async (
   const publicBaseUrl = `http://127.0.0.1:${port}`
 
   // An OAuth client, registered with the operator CLI before the service starts.
-  const created = spawnSync(process.execPath, ["scripts/clients.ts", "create", "--name", "soak", "--scope", "health:read rates:read subscriptions:write"], {
+  const created = spawnSync(process.execPath, ["src/cli/clients.ts", "create", "--name", "soak", "--scope", "health:read rates:read subscriptions:write"], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? "", DATA_DIR: dataDir },
     encoding: "utf8"
@@ -535,7 +535,7 @@ const soakWith = async (
     for (const key of contacts.keys()) if (!sentAddresses.has(key)) violate(`Brevo holds ${key}, which was never submitted`)
   } else {
     exitCode = await stopService(service.child) // the list is complete once the process has stopped
-    const exported = spawnSync(process.execPath, ["scripts/subscribers.ts", "export", "--data-dir", dataDir], { cwd: ROOT, encoding: "utf8" })
+    const exported = spawnSync(process.execPath, ["src/cli/subscribers.ts", "export", "--data-dir", dataDir], { cwd: ROOT, encoding: "utf8" })
     if (exported.status !== 0) violate(`subscribers export failed: ${exported.stderr}`)
     const rows = new Map<string, string>()
     for (const line of exported.stdout.split("\n").slice(1)) {

@@ -1,7 +1,7 @@
 /**
  * The local subscriber list (NEWSLETTER_PROVIDER=local) as CSV: email,locale,subscribed_at.
  *
- *   node scripts/subscribers.ts export [--out FILE] [--data-dir DIR]
+ *   node src/cli/subscribers.ts export [--out FILE] [--data-dir DIR]
  *
  * Reads DATA_DIR (default ./data) unless --data-dir is given. Without --out the CSV goes to stdout;
  * with --out it is written to a temporary file beside FILE and renamed, so FILE is never half-written.
@@ -9,10 +9,10 @@
  */
 import { rename, writeFile } from "node:fs/promises"
 import * as path from "node:path"
-import { subscribersCsv } from "../src/newsletter/csv.ts"
-import { readSubscribers, subscribersPath } from "../src/newsletter/local.ts"
+import { subscribersCsv } from "../newsletter/csv.ts"
+import { readSubscribers, subscribersPath } from "../newsletter/local.ts"
 
-const usage = "usage: node scripts/subscribers.ts export [--out FILE] [--data-dir DIR]"
+const usage = "usage: node src/cli/subscribers.ts export [--out FILE] [--data-dir DIR]"
 
 const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   const [command, ...rest] = argv
