@@ -160,3 +160,8 @@ export class Api extends HttpApi.make("crypto-landing-api")
     transform: transformOpenApi
   }))
 {}
+
+/** Every operation's `operationId`, as the contract names it (the OpenAPI document uses the same names). */
+export type OperationId = typeof Api extends HttpApi.HttpApi<infer _Id, infer Groups>
+  ? HttpApiEndpoint.Identifier<HttpApiGroup.Endpoints<Groups>>
+  : never

@@ -12,7 +12,7 @@ import { CurrentClient, RateLimit, RateLimitPolicy, type RateLimitPolicyName } f
 import { RateLimited } from "../api/problems.ts"
 import { AppConfig } from "../config.ts"
 import { clientIp } from "./clientIp.ts"
-import { recordRateLimited } from "./metrics.ts"
+import { recordRateLimited } from "../observability/metrics.ts"
 
 export const WindowSeconds = 60
 /** A Redis round trip slower than this counts as an outage for that request. */

@@ -6,7 +6,7 @@
  */
 import { Data, Duration, Effect, Schedule } from "effect"
 import { Headers, type HttpClient, type HttpClientRequest } from "effect/http"
-import { recordUpstreamCall } from "../http/metrics.ts"
+import { recordUpstreamCall } from "../observability/metrics.ts"
 import { maskEmail } from "./email.ts"
 import { type NewsletterInvalidEmail, NewsletterUpstreamError, type SubscribeInput, type SubscribeOutcome } from "./Newsletter.ts"
 import type { CallPolicy } from "./NewsletterConfig.ts"

@@ -11,7 +11,7 @@
 import { Cause, Clock, Context, Data, Duration, Effect, Exit, Layer, Option, Redacted, Result, Schedule, Schema, Semaphore } from "effect"
 import { Headers, HttpClient, HttpClientRequest } from "effect/http"
 import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
-import { recordUpstreamCall } from "../http/metrics.ts"
+import { recordUpstreamCall } from "../observability/metrics.ts"
 import { RatesConfig } from "./RatesConfig.ts"
 import { RatesUnavailableError, RatesUpstreamError } from "./RatesProvider.ts"
 

@@ -16,7 +16,7 @@
  * miss on `get` and ignores it on `set`, so an outage of the cache never fails a request.
  */
 import { Clock, Context, Duration, Effect, Layer, Option, type Schema } from "effect"
-import { recordCacheLookup } from "../http/metrics.ts"
+import { recordCacheLookup } from "../observability/metrics.ts"
 import { Redis } from "effect/persistence"
 
 export interface RatesCacheShape {

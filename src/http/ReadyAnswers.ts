@@ -1,0 +1,23 @@
+/**
+ * Answers a capability holds ready in memory (the health report, a rates answer given moments ago).
+ * The edge consults them after it has counted the request and before the HttpApi, so a ready answer
+ * gets the same headers, limits, log line and metrics as any other response: it only skips the
+ * HttpApi's routing, decoding and encoding.
+ */
+import { Context, Layer } from "effect"
+import type { OperationId } from "../api/Api.ts"
+
+export interface ReadyAnswer {
+  /** The HttpApi operation answered; its path and methods come from the contract. */
+  readonly operationId: OperationId
+  /**
+   * The 200 `application/json` body for this request, or undefined to let the HttpApi answer it.
+   * `body` is the parsed JSON body of a POST (undefined for GET/HEAD). Synchronous, no side effects.
+   */
+  readonly answer: (body: unknown) => string | Uint8Array | undefined
+}
+
+export class ReadyAnswers extends Context.Service<ReadyAnswers, ReadonlyArray<ReadyAnswer>>()("app/ReadyAnswers") {
+  /** None: every request takes the HttpApi path. */
+  static readonly layerNone = Layer.succeed(ReadyAnswers)([])
+}
