@@ -1,34 +1,29 @@
 /**
- * The HTTP application without its capabilities' implementations: the routes derived from the
- * HttpApi, the documents, the edge, and the fast lane in front of them. `server.ts` provides live
- * services; tests provide fakes.
+ * The HTTP application without its services: the routes derived from the HttpApi, the documents,
+ * the HttpApi side of the edge, and the ready answers the capabilities contribute to the edge.
+ * `server.ts` puts it behind the edge with live services or a test's.
  */
 import { Effect, Layer } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "./api/Api.ts"
-import { Health } from "./health/Health.ts"
-import { healthFastRoute } from "./health/fastRoute.ts"
 import { HealthHandlers } from "./health/handlers.ts"
+import { healthReadyAnswer } from "./health/readyAnswer.ts"
+import { ApiErrors, DeclaredProblems } from "./http/apiErrors.ts"
 import { DocumentRoutes } from "./http/documents.ts"
-import { makeEdge } from "./http/edge.ts"
-import { fastLaneLayer } from "./http/fastLane.ts"
-import { RateLimitLive } from "./http/rateLimit.ts"
-import { BodyProblemsLive, CommonProblemsLive } from "./http/validation.ts"
+import { ReadyAnswers } from "./http/ReadyAnswers.ts"
+import { BodyProblemsLive } from "./http/validation.ts"
 import { NewsletterHandlers } from "./newsletter/handlers.ts"
 import { OptionalBearerLive } from "./oauth/bearerMiddleware.ts"
 import { OAuthHandlers } from "./oauth/handlers.ts"
-import { ratesFastRoute } from "./rates/fastRoute.ts"
 import { RatesHandlers } from "./rates/handlers.ts"
+import { ratesReadyAnswer } from "./rates/readyAnswer.ts"
 
 export const ApiRoutes = HttpApiBuilder.layer(Api).pipe(
   Layer.provide([HealthHandlers, RatesHandlers, NewsletterHandlers, OAuthHandlers]),
-  // Health.layer is shared by reference with the fast lane (Layers are memoised per build).
-  Layer.provide([BodyProblemsLive, CommonProblemsLive, OptionalBearerLive, RateLimitLive, Health.layer])
+  Layer.provide([BodyProblemsLive, DeclaredProblems, OptionalBearerLive])
 )
 
-export const AppRoutes = Layer.mergeAll(ApiRoutes, DocumentRoutes, makeEdge())
+export const AppRoutes = Layer.mergeAll(ApiRoutes, DocumentRoutes, ApiErrors)
 
-/** Health and repeated rates queries straight from node:http, in front of AppRoutes (src/http/fastLane.ts). */
-export const AppFastLane = fastLaneLayer(
-  Effect.map(Effect.all([healthFastRoute, ratesFastRoute]), ([health, rates]) => [health, ...rates])
-).pipe(Layer.provide(Health.layer))
+/** Answers the capabilities hold in memory, which the edge serves before the HttpApi. */
+export const AppReadyAnswers = Layer.effect(ReadyAnswers, Effect.all([healthReadyAnswer, ratesReadyAnswer]))

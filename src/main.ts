@@ -3,21 +3,23 @@
  * node:cluster workers sharing the port, and then REDIS_URL is required so that limits hold across them.
  */
 import cluster from "node:cluster"
-import { EnvReader } from "./env.ts"
+import { Cause, Effect, Exit } from "effect"
+import { ConfigInvalid } from "./config/ConfigInvalid.ts"
+import { validateConfiguration } from "./config/validate.ts"
 
-const env = new EnvReader(process.env)
-const workers = env.int("WEB_CONCURRENCY", 1, 1, 64)
-if (workers > 1 && env.raw("REDIS_URL") === undefined) {
-  env.problems.push("WEB_CONCURRENCY: more than one worker needs REDIS_URL, so that rate limits and the rates cache are shared")
-}
-if (env.problems.length > 0) {
-  process.stderr.write(`Invalid configuration:\n${env.problems.map((p) => `  - ${p}`).join("\n")}\n`)
+// Every bad variable of every group at once, before any worker starts; a message, not a stack trace.
+const configuration = await Effect.runPromiseExit(validateConfiguration)
+if (Exit.isFailure(configuration)) {
+  const failure = Cause.squash(configuration.cause)
+  process.stderr.write(failure instanceof ConfigInvalid ? `${failure.message}\n` : `${Cause.pretty(configuration.cause)}\n`)
   process.exit(1)
 }
+const workers = configuration.value.webConcurrency
 
 if (workers > 1 && cluster.isPrimary) {
   const { runPrimary } = await import("./cluster.ts")
   runPrimary(workers)
 } else {
-  await import("./server.ts")
+  const { runServer } = await import("./runServer.ts")
+  runServer()
 }

@@ -37,6 +37,14 @@ import {
 /** The scope a Bearer token needs for an operation (CONTRACT C6). Read by the Bearer middleware. */
 export class RequiredScope extends Context.Service<RequiredScope, Scope>()("app/RequiredScope") {}
 
+export type RateLimitPolicyName = "rates" | "subscribe"
+
+/** Which rate-limit policy of CONTRACT C8 an operation counts against (the edge counts). */
+export class RateLimitPolicy extends Context.Service<RateLimitPolicy, RateLimitPolicyName>()("app/RateLimitPolicy") {}
+
+/** A public operation (spec §1): browsers may call it (CORS, C2); never the token endpoint. */
+export class PublicOperation extends Context.Service<PublicOperation, true>()("app/PublicOperation") {}
+
 export interface Caller {
   readonly clientId: string
   readonly scopes: ReadonlyArray<string>
@@ -49,27 +57,23 @@ export const CurrentClient = Context.Reference<Caller | undefined>("app/CurrentC
 
 /**
  * Optional Bearer authentication (spec §5, CONTRACT C6): no Authorization header is anonymous; a bad
- * token is 401 and a token without the operation's `RequiredScope` is 403. The OpenAPI security of
- * the operations (anonymous or oauth2 with the scope) is written in openapi.ts.
+ * token is 401 and a token without the operation's `RequiredScope` is 403.
  */
 export class OptionalBearer extends HttpApiMiddleware.Service<OptionalBearer>()("app/OptionalBearer", {
   error: [InvalidToken, InsufficientScope]
 }) {}
 
-/** Problems any operation can answer with, whatever its input: 405, 500. */
-export class CommonProblems extends HttpApiMiddleware.Service<CommonProblems>()("app/CommonProblems", {
-  error: [MethodNotAllowed, InternalError]
+/** 405 with Allow: any operation, whatever its input (produced by the edge). */
+export class MethodProblems extends HttpApiMiddleware.Service<MethodProblems>()("app/MethodProblems", {
+  error: MethodNotAllowed
 }) {}
 
-export type RateLimitPolicyName = "health" | "rates" | "subscribe"
+/** 500: an operation that can fail unexpectedly (health cannot: spec §7 lists 200 and 405 only). */
+export class ServerProblems extends HttpApiMiddleware.Service<ServerProblems>()("app/ServerProblems", {
+  error: InternalError
+}) {}
 
-/** Which rate-limit policy of CONTRACT C8 an operation counts against. */
-export class RateLimitPolicy extends Context.Service<RateLimitPolicy, RateLimitPolicyName>()("app/RateLimitPolicy") {}
-
-/**
- * 429 with Retry-After and the IETF RateLimit fields (C8). Placed inside OptionalBearer, so that a
- * valid token moves the caller to the per-client tier.
- */
+/** 429 with Retry-After and the IETF RateLimit fields (C8), produced by the edge before the operation runs. */
 export class RateLimit extends HttpApiMiddleware.Service<RateLimit>()("app/RateLimit", {
   error: RateLimited
 }) {}
@@ -79,16 +83,31 @@ export class BodyProblems extends HttpApiMiddleware.Service<BodyProblems>()("app
   error: [MalformedJson, ValidationFailed, PayloadTooLarge, UnsupportedMediaType]
 }) {}
 
+/**
+ * A public operation's policy, stated once: the edge reads the annotations (CORS, limit), the Bearer
+ * middleware the scope, and the OpenAPI document gets the matching security (anonymous, or a token
+ * with the scope: a token only raises the rate limit).
+ */
+const publicOperation = (policy: { readonly scope?: Scope; readonly limit?: RateLimitPolicyName }) =>
+<E extends HttpApiEndpoint.Constraint>(endpoint: E): E => {
+  // `annotate` returns the same endpoint type; the generic bound cannot say so.
+  let annotated = (endpoint as unknown as HttpApiEndpoint.Top).annotate(PublicOperation, true).annotate(OpenApi.Transform, (op: Record<string, unknown>) => ({
+    ...op,
+    security: policy.scope === undefined ? [{}] : [{}, { oauth2: [policy.scope] }]
+  }))
+  if (policy.scope !== undefined) annotated = annotated.annotate(RequiredScope, policy.scope)
+  if (policy.limit !== undefined) annotated = annotated.annotate(RateLimitPolicy, policy.limit)
+  return annotated as unknown as E
+}
+
+/** Health is exactly the specification's (C3): no limit, no token, 200 or 405. */
 export class HealthGroup extends HttpApiGroup.make("health", { topLevel: true })
   .add(
     HttpApiEndpoint.get("getHealth", "/api/health", { success: HealthResponse })
       .annotate(OpenApi.Summary, "Report service health")
-      .annotate(RequiredScope, "health:read")
-      .annotate(RateLimitPolicy, "health")
+      .pipe(publicOperation({}))
   )
-  .middleware(RateLimit)
-  .middleware(OptionalBearer)
-  .middleware(CommonProblems)
+  .middleware(MethodProblems)
   .annotate(OpenApi.Title, "Health")
 {}
 
@@ -100,14 +119,14 @@ export class RatesGroup extends HttpApiGroup.make("rates", { topLevel: true })
       error: [NoValidSymbols, UpstreamError, ServiceUnavailable]
     })
       .annotate(OpenApi.Summary, "Historical exchange rates for cryptocurrency symbols")
-      .annotate(RequiredScope, "rates:read")
-      .annotate(RateLimitPolicy, "rates")
+      .pipe(publicOperation({ scope: "rates:read", limit: "rates" }))
   )
-  // The last one added runs first: CommonProblems, OptionalBearer, RateLimit, then body decoding.
+  // The last one added runs first: OptionalBearer, then body decoding.
   .middleware(BodyProblems)
   .middleware(RateLimit)
   .middleware(OptionalBearer)
-  .middleware(CommonProblems)
+  .middleware(ServerProblems)
+  .middleware(MethodProblems)
   .annotate(OpenApi.Title, "Exchange rates")
 {}
 
@@ -119,13 +138,13 @@ export class NewsletterGroup extends HttpApiGroup.make("newsletter", { topLevel:
       error: [InvalidEmail, UpstreamError]
     })
       .annotate(OpenApi.Summary, "Subscribe an e-mail address to the newsletter")
-      .annotate(RequiredScope, "subscriptions:write")
-      .annotate(RateLimitPolicy, "subscribe")
+      .pipe(publicOperation({ scope: "subscriptions:write", limit: "subscribe" }))
   )
   .middleware(BodyProblems)
   .middleware(RateLimit)
   .middleware(OptionalBearer)
-  .middleware(CommonProblems)
+  .middleware(ServerProblems)
+  .middleware(MethodProblems)
   // The spec forbids additional properties on this body: refuse them instead of stripping them.
   .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error" })
   .annotate(OpenApi.Title, "Newsletter")
@@ -146,7 +165,8 @@ export class OAuthGroup extends HttpApiGroup.make("oauth", { topLevel: true })
     HttpApiEndpoint.get("getJwks", "/.well-known/jwks.json", { success: JsonWebKeySet })
       .annotate(OpenApi.Summary, "Public keys that sign access tokens")
   )
-  .middleware(CommonProblems)
+  .middleware(ServerProblems)
+  .middleware(MethodProblems)
   .annotate(OpenApi.Title, "OAuth 2.0")
 {}
 

@@ -1,18 +1,12 @@
 /**
  * What the generated OpenAPI document cannot say by itself: headers of cross-cutting responses,
- * the oauth2 scheme and per-operation security, and the free-form nature of the rates bodies.
+ * the oauth2 and Basic schemes, and the free-form nature of the rates bodies.
  */
 import { Scopes } from "./schemas.ts"
 
 type Json = Record<string, any>
 
 const header = (description: string, schema: Json = { type: "string" }) => ({ description, schema })
-
-const operationSecurity: Record<string, string> = {
-  getHealth: "health:read",
-  getHistoricalExchangeRates: "rates:read",
-  subscribeToUpdates: "subscriptions:write"
-}
 
 export const transformOpenApi = (spec: Json): Json => {
   const schemes = { ...spec.components?.securitySchemes }
@@ -34,13 +28,8 @@ export const transformOpenApi = (spec: Json): Json => {
   for (const item of Object.values<Json>(spec.paths ?? {})) {
     for (const op of Object.values<Json>(item)) {
       if (typeof op !== "object" || op === null || op.responses === undefined) continue
-      const scope = operationSecurity[op.operationId]
-      if (scope !== undefined) {
-        // Anonymous use is allowed (the spec's empty security); a token raises the rate limit.
-        op.security = [{}, { oauth2: [scope] }]
-      } else if (op.operationId === "requestToken") {
-        op.security = [{ basicClient: [] }]
-      }
+      // The public operations carry their own security (Api.ts, publicOperation).
+      if (op.operationId === "requestToken") op.security = [{ basicClient: [] }]
       const r = op.responses
       if (r["405"]) r["405"].headers = { Allow: header("Methods this path supports") }
       for (const s of ["429", "503"]) {

@@ -7,7 +7,8 @@ import { HttpRouter, HttpServerResponse } from "effect/http"
 import { HttpApiScalar, OpenApi } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { NotFound, ProblemCatalogue, problemCodes, type ProblemInfo } from "../api/problems.ts"
-import { AppConfig } from "../config.ts"
+import { AppConfig } from "../config/AppConfig.ts"
+import { documentPaths } from "./documentRoutes.ts"
 import { TokenErrorTitles } from "../oauth/TokenEndpoint.ts"
 
 /** The generated document with problem `type` URIs made absolute for this deployment (C7). */
@@ -81,10 +82,10 @@ const ScalarDocs = HttpRouter.use((router) =>
     const page = yield* Effect.cached(
       HttpRouter.toHttpEffect(
         // Fonts off: the page must work offline, from the bundled script alone.
-        HttpApiScalar.layer(Api, { path: "/docs", scalar: { defaultOpenAllTags: true, withDefaultFonts: false, showOperationId: true } })
+        HttpApiScalar.layer(Api, { path: documentPaths.docs, scalar: { defaultOpenAllTags: true, withDefaultFonts: false, showOperationId: true } })
       ).pipe(Scope.provide(scope))
     )
-    yield* router.add("GET", "/docs", Effect.flatten(page))
+    yield* router.add("GET", documentPaths.docs, Effect.flatten(page))
   })
 )
 
@@ -95,10 +96,10 @@ export const DocumentRoutes = Layer.unwrap(Effect.gen(function*() {
     [...problemCodes.map((code) => ProblemCatalogue[code]), ...oauthProblems].map((p) => [p.code, problemPage(p, config.publicBaseUrl)])
   )
   return Layer.mergeAll(
-    HttpRouter.add("GET", "/openapi.json", openapi),
+    HttpRouter.add("GET", documentPaths.openapi, openapi),
     HttpRouter.add(
       "GET",
-      "/problems/:code",
+      documentPaths.problem,
       Effect.flatMap(HttpRouter.params, (params) => {
         const page = params.code === undefined ? undefined : pages.get(params.code)
         // NotFound renders itself as a problem; the edge completes it like any other.

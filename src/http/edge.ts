@@ -1,197 +1,257 @@
 /**
- * The HTTP edge: one global middleware that every request crosses (CONTRACT C3, C7, C8, C9).
- * Request ids, body limits, CORS, 404/405, conversion of every error into a problem, defects
- * logged and answered 500 without internals, security headers, the access log.
+ * The edge: the one request pipeline (CONTRACT C3, C7, C8, C9). Every request the server receives
+ * crosses `Edge.handle`, which gives every response, whoever produces it, its request id, security
+ * and CORS headers, its rate-limit count and fields, its access-log line and metrics:
+ *
+ *   1. refusals that need no operation: CORS preflight, 405 + Allow, 413, 415 (a content coding);
+ *   2. the rate limit of the operation (per IP, or per client with a valid Bearer token);
+ *   3. a ready answer a capability holds in memory (ReadyAnswers), or else the HttpApi app.
+ *
+ * It runs on Node's request event, before any fiber: a request answered in steps 1-3 costs no more
+ * than the work it needs. The HttpApi side (apiErrors.ts) turns typed errors and defects into problems.
  */
-import { ByteSize, Context, Effect, type Types } from "effect"
-import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { AppConfig } from "../config.ts"
+import type { IncomingMessage, ServerResponse } from "node:http"
+import { Context, Effect, Exit, Layer } from "effect"
+import type { HttpServerResponse } from "effect/http"
+import { RateLimited } from "../api/problems.ts"
+import { AppConfig } from "../config/AppConfig.ts"
+import { BearerAuth } from "../oauth/BearerAuth.ts"
 import { AccessLog } from "../observability/AccessLog.ts"
-import { clientIp } from "./clientIp.ts"
-import { recordRequest } from "../observability/metrics.ts"
-import { completeProblem, isJsonResponse, isProblemResponse, problemResponse, type ProblemContext } from "./problemResponse.ts"
-import { CurrentRequestId, requestIdOf } from "./requestId.ts"
-import { makeRouteTable, type RouteTable } from "./routeTable.ts"
+import { recordRateLimited, recordRequest } from "../observability/metrics.ts"
+import { clientIpFrom } from "./clientIp.ts"
+import { type Exchange, setExchange } from "./exchange.ts"
+import { problemResponse, type ProblemContext } from "./problemResponse.ts"
+import { type Decision, limitKey, rateLimitedResponse, rateLimitHeaders, RequestCounter } from "./rateLimit.ts"
+import { type ReadyAnswer, ReadyAnswers } from "./ReadyAnswers.ts"
+import { requestIdOf } from "./requestId.ts"
+import { makeRouteTable, type RouteMatch, type RouteOperation } from "./routeTable.ts"
+import { readSmallJsonBody } from "./smallBody.ts"
 
-/** Browser callers may use these paths; /oauth/token is deliberately absent (C2: never CORS). */
-const publicOperationPaths = new Set(["/api/health", "/api/v1/exchange-rates", "/api/subscribe"])
-const noCorsPaths = new Set(["/oauth/token"])
+/** Node's handler for the HttpApi app (NodeHttpServer.makeHandler): what the edge hands a request on to. */
+export type AppHandler = (req: IncomingMessage, res: ServerResponse) => void
+
 const exposedHeaders = "X-Request-Id, RateLimit, RateLimit-Policy, Retry-After, WWW-Authenticate"
 const allowedRequestHeaders = "Content-Type, Authorization, X-Request-Id"
+/** Bodies of ready answers are small queries; a larger one is a rarer request, left to the HttpApi. */
+const maxReadyBody = 4096
+const jsonContentType = /^application\/json\s*(;\s*charset=("?)utf-8\2\s*)?$/i
 
 const pathOf = (url: string) => {
   const q = url.indexOf("?")
   return q === -1 ? url : url.slice(0, q)
 }
 
+const hasBody = (req: IncomingMessage) =>
+  Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined
+
 /** A body in a content coding the service cannot undo (it reads bodies as sent): anything but `identity`. */
-const isEncodedBody = (request: HttpServerRequest.HttpServerRequest) => {
-  const coding = request.headers["content-encoding"]
-  const hasBody = Number(request.headers["content-length"] ?? 0) > 0 || request.headers["transfer-encoding"] !== undefined
-  return hasBody && coding !== undefined && !/^\s*(identity\s*)?$/i.test(coding)
+const isEncodedBody = (req: IncomingMessage) => {
+  const coding = req.headers["content-encoding"]
+  return coding !== undefined && hasBody(req) && !/^\s*(identity\s*)?$/i.test(coding)
 }
 
-type Handled = Effect.Effect<HttpServerResponse.HttpServerResponse, Types.unhandled, HttpServerRequest.HttpServerRequest>
+/** Writes a response made here (problems, preflights, ready answers); the edge's headers are already set. */
+const send = (res: ServerResponse, response: HttpServerResponse.HttpServerResponse) => {
+  const body = response.body._tag === "Uint8Array" ? response.body.body : undefined
+  const headers: Record<string, string | number> = { ...response.headers }
+  if (body !== undefined) {
+    headers["content-type"] = response.body._tag === "Uint8Array" ? response.body.contentType : "application/json"
+    headers["content-length"] = body.byteLength
+  }
+  res.writeHead(response.status, headers)
+  res.end(body)
+}
 
-export const makeEdge = (routes: RouteTable = makeRouteTable()) =>
-  HttpRouter.middleware(
-    Effect.gen(function*() {
-      const config = yield* AppConfig
-      const accessLog = yield* AccessLog
-      const maxBody = ByteSize.bytes(config.maxBodyBytes)
-      const corsAll = config.corsOrigins === "*"
-      const corsSet = new Set(corsAll ? [] : config.corsOrigins)
+const sendJson = (res: ServerResponse, body: string | Uint8Array) => {
+  const bytes = typeof body === "string" ? Buffer.from(body) : body
+  res.writeHead(200, { "content-type": "application/json", "content-length": bytes.byteLength })
+  res.end(bytes)
+}
 
-      const corsOrigin = (origin: string | undefined): string | undefined =>
-        origin === undefined ? undefined : corsAll ? "*" : corsSet.has(origin) ? origin : undefined
+const methodNotAllowed = (method: string, allowed: ReadonlyArray<string>, ctx: ProblemContext) => {
+  const response = problemResponse("method_not_allowed", ctx, { detail: `${method} is not supported on this path.` })
+  return { response, allow: allowed.join(", ") }
+}
 
-      return (httpEffect): Handled =>
-        Effect.gen(function*() {
-          const request = yield* HttpServerRequest.HttpServerRequest
-          const started = performance.now()
-          const requestId = requestIdOf(request.headers["x-request-id"])
-          const ctx: ProblemContext = { baseUrl: config.publicBaseUrl, requestId }
-          const path = pathOf(request.url)
-          const route = routes.match(path)
-          const allowed = route?.methods
-          // The router percent-decodes and cuts at ';': decide CORS on the route it matched, not the spelling.
-          const routePath = route?.pattern ?? path
-          const origin = request.headers["origin"]
+export class Edge extends Context.Service<Edge, {
+  /** Answers the request, or hands it to `app` with the edge's headers set and the count made. */
+  readonly handle: (req: IncomingMessage, res: ServerResponse, app: AppHandler) => void
+}>()("app/Edge") {
+  static readonly layer = Layer.effect(Edge, Effect.suspend(() => makeEdge))
+}
 
-          let response: HttpServerResponse.HttpServerResponse
-          if (request.method === "OPTIONS") {
-            response = preflight(request, routePath, allowed, corsOrigin(origin), ctx)
-          } else if (allowed !== undefined && !allowed.includes(request.method)) {
-            // Answered before the body is read: the method decides, whatever was sent.
-            response = methodNotAllowed(request.method, allowed, ctx)
-          } else if (Number(request.headers["content-length"] ?? 0) > config.maxBodyBytes) {
-            response = problemResponse("payload_too_large", ctx)
-          } else if (isEncodedBody(request) && allowed !== undefined && !noCorsPaths.has(routePath)) {
-            // RFC 9110 §15.5.16: a coding we cannot decode is 415 with Accept-Encoding. The token
-            // endpoint keeps its RFC 6749 answers (the form will not parse: 400 invalid_request).
-            response = HttpServerResponse.setHeader(
-              problemResponse("unsupported_media_type", ctx, {
-                detail: "Content-Encoding is not supported; send the body uncompressed."
-              }),
-              "accept-encoding",
-              "identity"
-            )
-          } else {
-            response = yield* httpEffect.pipe(
-              // One context update for both: this runs on every request.
-              Effect.updateContext((context: Context.Context<never>) =>
-                Context.add(Context.add(context, HttpServerRequest.MaxBodySize, maxBody), CurrentRequestId, requestId)
-              ),
-              Effect.catchCause((cause) =>
-                Effect.flatMap(HttpServerError.causeResponse(cause), ([res]) =>
-                  // Defects never reach the wire; the log keeps them, tagged with the request id.
-                  res.status >= 500 && res.status !== 503
-                    ? Effect.as(Effect.logError("unhandled error", cause).pipe(Effect.annotateLogs({ requestId })), res)
-                    : Effect.succeed(res)
-                )
-              )
-            )
-            response = toProblem(response, request, allowed, ctx)
-          }
+const makeEdge = Effect.gen(function*() {
+  const config = yield* AppConfig
+  const accessLog = yield* AccessLog
+  const counter = yield* RequestCounter
+  const bearer = yield* BearerAuth
+  const ready = new Map<string, ReadyAnswer>((yield* ReadyAnswers).map((answer) => [answer.operationId, answer]))
+  const routes = makeRouteTable()
+  const run = Effect.runCallbackWith(yield* Effect.context<never>())
+  const corsAll = config.corsOrigins === "*"
+  const corsSet = new Set(corsAll ? [] : config.corsOrigins)
+  const corsOrigin = (origin: string | undefined): string | undefined =>
+    origin === undefined ? undefined : corsAll ? "*" : corsSet.has(origin) ? origin : undefined
 
-          const headers: Record<string, string> = {
-            "x-request-id": requestId,
-            "x-content-type-options": "nosniff"
-          }
-          if (response.headers["cache-control"] === undefined) headers["cache-control"] = "no-store"
-          const allowOrigin = noCorsPaths.has(routePath) ? undefined : corsOrigin(origin)
-          if (allowOrigin !== undefined) {
-            headers["access-control-allow-origin"] = allowOrigin
-            headers["access-control-expose-headers"] = exposedHeaders
-            if (!corsAll) headers["vary"] = "Origin"
-          }
-          response = HttpServerResponse.setHeaders(response, headers)
-          const elapsedMs = performance.now() - started
-          recordRequest(route?.pattern ?? "unmatched", request.method, response.status, elapsedMs / 1000)
-          accessLog.write({
-            method: request.method,
-            path,
-            status: response.status,
-            durationMs: Math.round(elapsedMs * 1000) / 1000,
-            requestId,
-            clientIp: clientIp(request, config.trustProxy)
-          })
-          return response
-        })
-    }),
-    { global: true }
-  )
+  /** Defects never reach the wire (C7): logged with the request id, answered 500. */
+  const defect = (res: ServerResponse, exchange: Exchange, cause: unknown) => {
+    run(Effect.logError("unhandled error", cause).pipe(Effect.annotateLogs({ requestId: exchange.requestId })))
+    if (!res.headersSent) send(res, problemResponse("internal_error", problemContext(exchange)))
+    else res.destroy()
+  }
+  const problemContext = (exchange: Exchange): ProblemContext => ({ baseUrl: config.publicBaseUrl, requestId: exchange.requestId })
 
-const methodNotAllowed = (method: string, allowed: ReadonlyArray<string>, ctx: ProblemContext) =>
-  HttpServerResponse.setHeader(
-    problemResponse("method_not_allowed", ctx, { detail: `${method} is not supported on this path.` }),
-    "allow",
-    allowed.join(", ")
-  )
+  /** Headers every response carries (C7, C9), set before anyone writes the response. */
+  const setEdgeHeaders = (req: IncomingMessage, res: ServerResponse, exchange: Exchange) => {
+    res.setHeader("x-request-id", exchange.requestId)
+    res.setHeader("x-content-type-options", "nosniff")
+    // A response that says otherwise (documents) overrides it.
+    res.setHeader("cache-control", "no-store")
+    const allowOrigin = exchange.route?.public === true ? corsOrigin(req.headers.origin) : undefined
+    if (allowOrigin !== undefined) {
+      res.setHeader("access-control-allow-origin", allowOrigin)
+      res.setHeader("access-control-expose-headers", exposedHeaders)
+      if (!corsAll) res.setHeader("vary", "Origin")
+    }
+  }
 
-/** CORS preflight (Fetch standard): 204 for an allowed origin on a public operation, else 405/404. */
-const preflight = (
-  request: HttpServerRequest.HttpServerRequest,
-  path: string,
-  allowed: ReadonlyArray<string> | undefined,
-  allowOrigin: string | undefined,
-  ctx: ProblemContext
-) => {
-  if (allowed === undefined) return problemResponse("not_found", ctx)
-  const requestedMethod = request.headers["access-control-request-method"]
-  if (
-    publicOperationPaths.has(path) && allowOrigin !== undefined && requestedMethod !== undefined &&
-    allowed.includes(requestedMethod)
-  ) {
-    return HttpServerResponse.empty({
-      status: 204,
-      headers: {
-        "access-control-allow-methods": allowed.join(", "),
+  /** The access-log line and metrics of every response, once Node is done with it (499: the client left). */
+  const observe = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, path: string, started: number) =>
+    res.once("close", () => {
+      const status = res.writableFinished ? res.statusCode : 499
+      const elapsedMs = performance.now() - started
+      recordRequest(exchange.route?.pattern ?? "unmatched", req.method!, status, elapsedMs / 1000)
+      accessLog.write({
+        method: req.method!,
+        path,
+        status,
+        durationMs: Math.round(elapsedMs * 1000) / 1000,
+        requestId: exchange.requestId,
+        clientIp: exchange.clientIp
+      })
+    })
+
+  /** CORS preflight (Fetch standard): 204 for an allowed origin on a public operation, else 405. */
+  const preflight = (req: IncomingMessage, res: ServerResponse, route: RouteMatch, exchange: Exchange) => {
+    const requested = req.headers["access-control-request-method"]
+    if (route.public && corsOrigin(req.headers.origin) !== undefined && requested !== undefined && route.methods.includes(requested)) {
+      res.writeHead(204, {
+        "access-control-allow-methods": route.methods.join(", "),
         "access-control-allow-headers": allowedRequestHeaders,
         "access-control-max-age": "600",
         "vary": "Origin, Access-Control-Request-Method, Access-Control-Request-Headers"
-      }
-    })
-  }
-  return methodNotAllowed("OPTIONS", allowed, ctx)
-}
-
-/** Whatever produced an error response, the client sees a finished problem (JSON OAuth bodies excepted). */
-const toProblem = (
-  response: HttpServerResponse.HttpServerResponse,
-  request: HttpServerRequest.HttpServerRequest,
-  allowed: ReadonlyArray<string> | undefined,
-  ctx: ProblemContext
-): HttpServerResponse.HttpServerResponse => {
-  if (response.status < 400) return response
-  if (isProblemResponse(response)) return completeProblem(response, ctx)
-  if (isJsonResponse(response)) return response // RFC 6749 token errors are application/json by design
-  switch (response.status) {
-    case 404:
-      return allowed === undefined
-        ? problemResponse("not_found", ctx, { detail: `No resource exists at ${pathOf(request.url)}.` })
-        : methodNotAllowed(request.method, allowed, ctx)
-    case 405:
-      return methodNotAllowed(request.method, allowed ?? [], ctx)
-    case 413:
-      return problemResponse("payload_too_large", ctx)
-    case 415: {
-      const type = request.headers["content-type"]
-      return HttpServerResponse.setHeader(
-        problemResponse("unsupported_media_type", ctx, {
-          detail: type === undefined
-            ? "The request body must be application/json."
-            : `Content-Type ${type.slice(0, 100)} is not supported; send application/json.`
-        }),
-        "accept",
-        "application/json"
-      )
+      })
+      return void res.end()
     }
-    case 499:
-      return response // the client went away; nobody reads this
-    default:
-      return response.status >= 500
-        ? problemResponse("internal_error", ctx)
-        : problemResponse("validation_failed", ctx, { detail: "The request could not be read." })
+    refuseMethod(req, res, route, exchange)
   }
-}
+
+  const refuseMethod = (req: IncomingMessage, res: ServerResponse, route: RouteMatch, exchange: Exchange) => {
+    const { allow, response } = methodNotAllowed(req.method!, route.methods, problemContext(exchange))
+    res.setHeader("allow", allow)
+    send(res, response)
+  }
+
+  /** Step 3: a ready answer when there is one for this request, else the HttpApi. */
+  const answer = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, operation: RouteOperation, app: AppHandler) => {
+    const readyAnswer = exchange.bearer === undefined ? ready.get(operation.operationId) : undefined
+    if (readyAnswer === undefined) return app(req, res)
+    const attempt = (body: unknown) => {
+      try {
+        const found = readyAnswer.answer(body)
+        if (found === undefined) return false
+        sendJson(res, found)
+      } catch (error) {
+        defect(res, exchange, error)
+      }
+      return true
+    }
+    if (req.method !== "POST") {
+      if (!hasBody(req) && attempt(undefined)) return
+      return app(req, res)
+    }
+    const length = Number(req.headers["content-length"])
+    if (!(Number.isInteger(length) && length > 0 && length <= maxReadyBody) || req.headers["transfer-encoding"] !== undefined) {
+      return app(req, res)
+    }
+    if (!jsonContentType.test(req.headers["content-type"] ?? "")) return app(req, res)
+    // The body is put back when no ready answer fits: the HttpApi reads it as if nobody had.
+    readSmallJsonBody(req, length, attempt, () => app(req, res))
+  }
+
+  /** Step 2: counts the request against its operation's policy, then answers it. */
+  const limitThenAnswer = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, operation: RouteOperation, app: AppHandler) => {
+    const policy = operation.policy
+    if (policy === undefined) return answer(req, res, exchange, operation, app)
+    const caller = exchange.bearer !== undefined && "caller" in exchange.bearer ? exchange.bearer.caller : undefined
+    const [key, limit] = limitKey(policy, config.rateLimits[policy], caller, exchange.clientIp)
+    const decide = (counted: Exit.Exit<Decision, RateLimited>) => {
+      if (Exit.isSuccess(counted)) {
+        const headers = rateLimitHeaders(counted.value)
+        res.setHeader("ratelimit-policy", headers["ratelimit-policy"])
+        res.setHeader("ratelimit", headers.ratelimit)
+        return answer(req, res, exchange, operation, app)
+      }
+      const limited = Exit.findErrorOption(counted)
+      if (limited._tag === "None" || !(limited.value instanceof RateLimited)) return defect(res, exchange, counted.cause)
+      recordRateLimited(policy)
+      send(res, rateLimitedResponse(policy, limit, limited.value, problemContext(exchange)))
+    }
+    const count = counter.consume(key, limit)
+    if (Exit.isExit(count)) return decide(count as Exit.Exit<Decision, RateLimited>)
+    run(count, { onExit: decide })
+  }
+
+  const handle = (req: IncomingMessage, res: ServerResponse, app: AppHandler) => {
+    const started = performance.now()
+    const path = pathOf(req.url ?? "/")
+    const route = routes.match(path)
+    const exchange: Exchange = {
+      requestId: requestIdOf(req.headers["x-request-id"] as string | undefined),
+      clientIp: clientIpFrom(req.headers["x-forwarded-for"] as string | undefined, req.socket.remoteAddress, config.trustProxy),
+      route
+    }
+    setExchange(req, exchange)
+    setEdgeHeaders(req, res, exchange)
+    observe(req, res, exchange, path, started)
+    try {
+      // Step 1: refusals decided by the method and headers alone, before any body is read.
+      if (route === undefined) return app(req, res) // the HttpApi answers 404 with a problem
+      if (req.method === "OPTIONS") return preflight(req, res, route, exchange)
+      const operation = route.operations[req.method!]
+      if (!route.methods.includes(req.method!)) return refuseMethod(req, res, route, exchange)
+      if (Number(req.headers["content-length"] ?? 0) > config.maxBodyBytes) {
+        return send(res, problemResponse("payload_too_large", problemContext(exchange)))
+      }
+      if (operation === undefined) return app(req, res) // a document page
+      if (isEncodedBody(req) && route.public) {
+        // RFC 9110 §15.5.16: a coding we cannot decode is 415 with Accept-Encoding.
+        res.setHeader("accept-encoding", "identity")
+        return send(res, problemResponse("unsupported_media_type", problemContext(exchange), {
+          detail: "Content-Encoding is not supported; send the body uncompressed."
+        }))
+      }
+      const authorization = req.headers.authorization
+      if (authorization === undefined || operation.policy === undefined) {
+        return limitThenAnswer(req, res, exchange, operation, app)
+      }
+      // A token decides the tier (C6): checked once here, its verdict kept for the Bearer middleware.
+      run(bearer.authenticate(authorization, undefined), {
+        onExit: (verdict) => {
+          if (Exit.isSuccess(verdict)) {
+            if (verdict.value._tag === "Authenticated") exchange.bearer = { caller: verdict.value.principal }
+          } else {
+            const error = Exit.findErrorOption(verdict)
+            if (error._tag === "None" || error.value._tag !== "InvalidToken") return defect(res, exchange, verdict.cause)
+            exchange.bearer = { invalid: error.value }
+          }
+          limitThenAnswer(req, res, exchange, operation, app)
+        }
+      })
+    } catch (error) {
+      defect(res, exchange, error)
+    }
+  }
+
+  return Edge.of({ handle })
+})

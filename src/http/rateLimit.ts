@@ -6,13 +6,12 @@
  * outage): limits loosen to per-instance for a while, but no request goes unanswered.
  */
 import { Clock, Context, Duration, Effect, Exit, Layer } from "effect"
-import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { RateLimiter } from "effect/persistence"
-import { CurrentClient, RateLimit, RateLimitPolicy, type RateLimitPolicyName } from "../api/Api.ts"
+import { HttpServerResponse } from "effect/http"
+import { RateLimiter, type Redis } from "effect/persistence"
+import type { RateLimitPolicyName } from "../api/Api.ts"
 import { RateLimited } from "../api/problems.ts"
-import { AppConfig } from "../config.ts"
-import { clientIp } from "./clientIp.ts"
-import { recordRateLimited } from "../observability/metrics.ts"
+import { AppConfig } from "../config/AppConfig.ts"
+import { type ProblemContext, problemResponse } from "./problemResponse.ts"
 
 export const WindowSeconds = 60
 /** A Redis round trip slower than this counts as an outage for that request. */
@@ -31,15 +30,19 @@ export const rateLimitHeaders = (d: Decision) => ({
   "ratelimit": `"${d.policy}";r=${Math.max(0, d.remaining)};t=${d.resetSeconds}`
 })
 
-/** Counts requests, in this process (memory) or for all instances (Redis). */
-export class RequestCounter extends Context.Service<RequestCounter, {
-  readonly consume: (key: string, limit: number) => Effect.Effect<Decision, RateLimited>
-  /**
-   * The same count, synchronously, when the store is in this process (memory): lets the fast lane
-   * count without a fiber. Undefined for a shared store, whose answer takes a round trip.
-   */
-  readonly consumeNow: ((key: string, limit: number) => Exit.Exit<Decision, RateLimited>) | undefined
-}>()("app/RequestCounter") {}
+/** The 429 of C8: the problem with Retry-After and the RateLimit fields of the exhausted policy. */
+export const rateLimitedResponse = (
+  policy: RateLimitPolicyName,
+  limit: number,
+  limited: RateLimited,
+  ctx: ProblemContext
+): HttpServerResponse.HttpServerResponse => {
+  const retryAfter = limited.retryAfter ?? WindowSeconds
+  return HttpServerResponse.setHeaders(
+    problemResponse("rate_limited", ctx, { detail: limited.detail, retryAfter }),
+    rateLimitHeaders({ policy, limit, remaining: 0, resetSeconds: retryAfter })
+  )
+}
 
 /** The counting key and limit of a request (C8): per IP when anonymous, per client (x10) with a token. */
 export const limitKey = (
@@ -70,11 +73,8 @@ const consumeNowWith = (count: CountNow) => (key: string, limit: number): Exit.E
   return taken > limit ? Exit.fail(limitedOf(limit, ttl)) : Exit.succeed(decisionOf(policyOf(key), limit, limit - taken, ttl))
 }
 
-const counterFrom = (
-  primary: RateLimiter.RateLimiter,
-  fallback: RateLimiter.RateLimiter | undefined,
-  countNow: CountNow | undefined
-) =>
+/** Counting in a shared store (Redis), in memory while the store fails. */
+const sharedCounter = (primary: RateLimiter.RateLimiter, fallback: RateLimiter.RateLimiter) =>
   Effect.gen(function*() {
     let degraded = false
     const consumeWith = (limiter: RateLimiter.RateLimiter, key: string, limit: number) =>
@@ -82,7 +82,7 @@ const counterFrom = (
     const decide = (key: string, limit: number) => {
       const policy = policyOf(key)
       const primaryCall = consumeWith(primary, key, limit)
-      const counted = fallback === undefined ? primaryCall : primaryCall.pipe(
+      const counted = primaryCall.pipe(
         Effect.timeoutOrElse({
           duration: storeTimeout,
           orElse: () => Effect.fail(new RateLimiter.RateLimiterError({
@@ -110,10 +110,7 @@ const counterFrom = (
             : Effect.succeed<Decision>({ policy, limit, remaining: limit, resetSeconds: WindowSeconds }))
       )
     }
-    return {
-      consume: decide,
-      consumeNow: fallback === undefined && countNow !== undefined ? consumeNowWith(countNow) : undefined
-    }
+    return RequestCounter.of({ consume: decide })
   })
 
 /**
@@ -160,56 +157,35 @@ export const makeMemoryCounterStore = Effect.gen(function*() {
 /** A fixed-window count: [count after taking `tokens` (capped at `limit`), milliseconds until the counter resets]. */
 type CountNow = (key: string, tokens: number, refillMillis: number, limit: number | undefined) => readonly [number, number]
 
-const memoryLimiter = Effect.gen(function*() {
-  const { store, countNow } = yield* makeMemoryCounterStore
-  const limiter = yield* RateLimiter.make.pipe(Effect.provideService(RateLimiter.RateLimiterStore, store))
-  return { limiter, countNow }
-})
-
-export const RequestCounterMemory = Layer.effect(
-  RequestCounter,
-  Effect.flatMap(memoryLimiter, ({ limiter, countNow }) => counterFrom(limiter, undefined, countNow))
-)
-
-/** Needs `Redis` (effect/persistence); falls back to memory per request while Redis fails. */
-export const RequestCounterRedis = Layer.effect(
-  RequestCounter,
+const memoryLimiter = () =>
   Effect.gen(function*() {
-    const { redisKeyPrefix } = yield* AppConfig
-    const redis = yield* RateLimiter.make.pipe(
-      Effect.provide(RateLimiter.layerStoreRedis({ prefix: `${redisKeyPrefix}ratelimit:` }))
-    )
-    return yield* counterFrom(redis, (yield* memoryLimiter).limiter, undefined)
+    const { store, countNow } = yield* makeMemoryCounterStore
+    const limiter = yield* RateLimiter.make.pipe(Effect.provideService(RateLimiter.RateLimiterStore, store))
+    return { limiter, countNow }
   })
-)
 
-/** The RateLimit middleware of the contract: policy from the endpoint, tier from the caller. */
-export const RateLimitLive = Layer.effect(
-  RateLimit,
-  Effect.gen(function*() {
-    const config = yield* AppConfig
-    const counter = yield* RequestCounter
-    return (httpEffect, { endpoint }) =>
+/** Counts requests, in this process (memory) or for all instances (Redis). */
+export class RequestCounter extends Context.Service<RequestCounter, {
+  /**
+   * One request counted against `key`. A count made in this process comes back as an `Exit` (an
+   * Effect already done), which the edge reads without running a fiber.
+   */
+  readonly consume: (key: string, limit: number) => Effect.Effect<Decision, RateLimited>
+}>()("app/RequestCounter") {
+  static readonly layerMemory: Layer.Layer<RequestCounter> = Layer.effect(
+    RequestCounter,
+    Effect.map(memoryLimiter(), ({ countNow }) => RequestCounter.of({ consume: consumeNowWith(countNow) }))
+  )
+  /** Needs `Redis` (effect/persistence); falls back to memory per request while Redis fails. */
+  static readonly layerRedis: Layer.Layer<RequestCounter, never, AppConfig | Redis.Redis> =
+    Layer.effect(
+      RequestCounter,
       Effect.gen(function*() {
-        const policy: RateLimitPolicyName | undefined = Context.getOrUndefined(endpoint.annotations, RateLimitPolicy)
-        if (policy === undefined) return yield* httpEffect
-        const caller = yield* CurrentClient
-        const base = config.rateLimits[policy]
-        const request = yield* HttpServerRequest.HttpServerRequest
-        const [key, limit] = limitKey(policy, base, caller, clientIp(request, config.trustProxy))
-        const decision = yield* counter.consume(key, limit).pipe(
-          Effect.tapError((limited) => {
-            recordRateLimited(policy)
-            const headers = rateLimitHeaders({ policy, limit, remaining: 0, resetSeconds: limited.retryAfter ?? WindowSeconds })
-            return HttpEffect.appendPreResponseHandler((_, response) =>
-              Effect.succeed(HttpServerResponse.setHeaders(response, headers))
-            )
-          })
+        const { redisKeyPrefix } = yield* AppConfig
+        const redis = yield* RateLimiter.make.pipe(
+          Effect.provide(RateLimiter.layerStoreRedis({ prefix: `${redisKeyPrefix}ratelimit:` }))
         )
-        yield* HttpEffect.appendPreResponseHandler((_, response) =>
-          Effect.succeed(HttpServerResponse.setHeaders(response, rateLimitHeaders(decision)))
-        )
-        return yield* httpEffect
+        return yield* sharedCounter(redis, (yield* memoryLimiter()).limiter)
       })
-  })
-)
+    )
+}

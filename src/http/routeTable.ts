@@ -1,10 +1,12 @@
 /**
- * Which methods each known path accepts, for 405 + Allow (the router itself only knows "not found").
- * Built once from the HttpApi definition plus the non-API pages.
+ * Every path the service answers and what the edge must know of it, derived from the HttpApi
+ * definition (methods, operation, rate-limit policy, CORS) plus the document pages. Built once.
  */
+import { Context } from "effect"
 import * as FindMyWay from "effect/http/FindMyWay"
 import { HttpApi } from "effect/http-api"
-import { Api } from "../api/Api.ts"
+import { Api, type OperationId, PublicOperation, RateLimitPolicy, type RateLimitPolicyName } from "../api/Api.ts"
+import { documentRoutes } from "./documentRoutes.ts"
 
 /**
  * Paths are matched exactly: no trailing-slash or case folding, so every resource has one URL and
@@ -16,10 +18,21 @@ export const routerConfig: Partial<FindMyWay.RouterConfig> = {
   caseSensitive: true
 }
 
+/** One operation of the contract, as the edge sees it. */
+export interface RouteOperation {
+  readonly operationId: OperationId
+  /** Counted against this policy (C8); undefined: not limited (health, documents, OAuth). */
+  readonly policy: RateLimitPolicyName | undefined
+}
+
 export interface RouteMatch {
   /** The route pattern, e.g. `/problems/:code`: a bounded label for metrics. */
   readonly pattern: string
   readonly methods: ReadonlyArray<string>
+  /** Browsers may call it (CORS): the public operations of the contract only. */
+  readonly public: boolean
+  /** The contract's operation per method (HEAD shares GET's). */
+  readonly operations: Readonly<Record<string, RouteOperation>>
 }
 
 export interface RouteTable {
@@ -27,37 +40,42 @@ export interface RouteTable {
   readonly match: (path: string) => RouteMatch | undefined
 }
 
-/** Pages served beside the API: documentation, problem types, OpenAPI. */
-export const extraRoutes: ReadonlyArray<readonly [path: FindMyWay.PathInput, methods: ReadonlyArray<string>]> = [
-  ["/openapi.json", ["GET", "HEAD"]],
-  ["/docs", ["GET", "HEAD"]],
-  ["/problems/:code", ["GET", "HEAD"]]
-]
+const methodOrder = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 
-export const makeRouteTable = (
-  extra: ReadonlyArray<readonly [FindMyWay.PathInput, ReadonlyArray<string>]> = extraRoutes
-): RouteTable => {
-  const byPath = new Map<string, Set<string>>()
+export const makeRouteTable = (): RouteTable => {
+  const byPath = new Map<string, { methods: Set<string>; public: boolean; operations: Record<string, RouteOperation> }>()
+  const entry = (path: string) => {
+    let found = byPath.get(path)
+    if (found === undefined) byPath.set(path, found = { methods: new Set(), public: false, operations: {} })
+    return found
+  }
   HttpApi.reflect(Api, {
     onGroup: () => {},
     onEndpoint: ({ endpoint }) => {
-      const methods = byPath.get(endpoint.path) ?? new Set<string>()
-      methods.add(endpoint.method)
+      const route = entry(endpoint.path)
+      const operation: RouteOperation = {
+        operationId: endpoint.identifier as OperationId,
+        policy: Context.getOrUndefined(endpoint.annotations, RateLimitPolicy)
+      }
+      route.public ||= Context.getOrUndefined(endpoint.annotations, PublicOperation) === true
+      route.methods.add(endpoint.method)
+      route.operations[endpoint.method] = operation
       // HEAD is answered wherever GET is (RFC 9110 §9.1).
-      if (endpoint.method === "GET") methods.add("HEAD")
-      byPath.set(endpoint.path, methods)
+      if (endpoint.method === "GET") {
+        route.methods.add("HEAD")
+        route.operations.HEAD = operation
+      }
     }
   })
-  for (const [path, methods] of extra) byPath.set(path, new Set([...(byPath.get(path) ?? []), ...methods]))
+  for (const { path, methods } of documentRoutes) for (const method of methods) entry(path).methods.add(method)
   const router = FindMyWay.make<RouteMatch>(routerConfig)
-  const order = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
-  for (const [path, methods] of byPath) {
+  for (const [path, route] of byPath) {
     router.all(path as FindMyWay.PathInput, {
       pattern: path,
-      methods: [...methods].sort((a, b) => order.indexOf(a) - order.indexOf(b))
+      methods: [...route.methods].sort((a, b) => methodOrder.indexOf(a) - methodOrder.indexOf(b)),
+      public: route.public,
+      operations: route.operations
     })
   }
-  return {
-    match: (path) => router.find("GET", path)?.handler
-  }
+  return { match: (path) => router.find("GET", path)?.handler }
 }

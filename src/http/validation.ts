@@ -5,9 +5,9 @@
 import { Effect, Layer, SchemaIssue } from "effect"
 import { HttpApiMiddleware } from "effect/http-api"
 import type { HttpApiSchemaError } from "effect/http-api/HttpApiError"
-import { BodyProblems, CommonProblems } from "../api/Api.ts"
+import { BodyProblems } from "../api/Api.ts"
 import type { ProblemFieldError } from "../api/problems.ts"
-import { AppConfig } from "../config.ts"
+import { AppConfig } from "../config/AppConfig.ts"
 import { problemResponse } from "./problemResponse.ts"
 import { CurrentRequestId } from "./requestId.ts"
 
@@ -54,6 +54,3 @@ export const BodyProblemsLive = Layer.unwrap(
   Effect.map(AppConfig, (config) =>
     HttpApiMiddleware.layerSchemaErrorTransform(BodyProblems, (error) => toRequestProblem(error, config.publicBaseUrl)))
 )
-
-/** CommonProblems only declares the cross-cutting statuses; the edge middleware produces them. */
-export const CommonProblemsLive = Layer.succeed(CommonProblems)((httpEffect) => httpEffect)

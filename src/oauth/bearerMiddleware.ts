@@ -1,8 +1,13 @@
-/** HTTP binding of BearerAuth: the OptionalBearer middleware of the contract (CONTRACT C6). */
+/**
+ * HTTP binding of BearerAuth: the OptionalBearer middleware of the contract (CONTRACT C6). The edge
+ * has already checked the token (it decides the rate-limit tier); this turns its verdict and the
+ * operation's scope into the contract's 401/403, or the caller.
+ */
 import { Context, Effect, Layer } from "effect"
 import { HttpServerRequest } from "effect/http"
 import { CurrentClient, OptionalBearer, RequiredScope } from "../api/Api.ts"
 import { InsufficientScope, InvalidToken } from "../api/problems.ts"
+import { exchangeOf } from "../http/exchange.ts"
 import { BearerAuth } from "./BearerAuth.ts"
 
 export const OptionalBearerLive = Layer.effect(
@@ -12,19 +17,23 @@ export const OptionalBearerLive = Layer.effect(
     return (httpEffect, { endpoint }) =>
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
-        // Anonymous calls are most calls: nothing to verify.
-        if (request.headers["authorization"] === undefined) return yield* httpEffect
+        const authorization = request.headers["authorization"]
+        // Anonymous calls are most calls: nothing to check.
+        if (authorization === undefined) return yield* httpEffect
+        const verdict = exchangeOf(request)?.bearer ??
+          (yield* bearer.authenticate(authorization, undefined).pipe(
+            Effect.map((result) => result._tag === "Authenticated" ? { caller: result.principal } : undefined),
+            Effect.catchTag("InvalidToken", (invalid) => Effect.succeed({ invalid })),
+            // Without a scope to check, nothing else can fail.
+            Effect.orDie
+          ))
+        if (verdict === undefined) return yield* httpEffect
+        if ("invalid" in verdict) return yield* Effect.fail(new InvalidToken({ detail: verdict.invalid.detail }))
         const scope = Context.getOrUndefined(endpoint.annotations, RequiredScope)
-        const result = yield* bearer.authenticate(request.headers["authorization"], scope).pipe(
-          Effect.mapError((e) =>
-            e._tag === "InvalidToken"
-              ? new InvalidToken({ detail: e.detail })
-              : new InsufficientScope({ detail: e.detail, scope: e.requiredScope })
-          )
-        )
-        return yield* result._tag === "Authenticated"
-          ? Effect.provideService(httpEffect, CurrentClient, result.principal)
-          : httpEffect
+        if (scope !== undefined && !verdict.caller.scopes.includes(scope)) {
+          return yield* Effect.fail(new InsufficientScope({ detail: `This operation requires the scope ${scope}.`, scope }))
+        }
+        return yield* Effect.provideService(httpEffect, CurrentClient, verdict.caller)
       })
   })
 )

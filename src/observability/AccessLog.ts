@@ -3,6 +3,7 @@
  * (and prove that no secret ever reaches them) without touching process.stdout.
  */
 import { Context, Effect, Layer } from "effect"
+import { stdoutLines } from "./logging.ts"
 
 export interface AccessLogEntry {
   readonly method: string
@@ -17,14 +18,12 @@ export interface AccessLogEntry {
 export class AccessLog extends Context.Service<AccessLog, {
   readonly write: (entry: AccessLogEntry) => void
 }>()("app/AccessLog") {
-  /**
-   * Lines are gathered and written once per event-loop turn (or at 64 KiB): one write per request
-   * costs a system call each, and writes to files and terminals are synchronous in Node.
-   */
+  /** Lines go to the process's one stdout writer (logging.ts), flushed when the layer closes. */
   static readonly stdout = Layer.effect(
     AccessLog,
-    Effect.acquireRelease(Effect.sync(() => makeBufferedWriter((text) => process.stdout.write(text))), (writer) =>
-      Effect.sync(writer.flush)).pipe(Effect.map((writer) => AccessLog.of({ write: (entry) => writer.push(formatLine(entry)) })))
+    Effect.acquireRelease(Effect.sync(stdoutLines), (writer) => Effect.sync(writer.flush)).pipe(
+      Effect.map((writer) => AccessLog.of({ write: (entry) => writer.push(formatLine(entry)) }))
+    )
   )
   static readonly silent = Layer.succeed(AccessLog)({ write: () => {} })
   /** Keeps every entry in `lines`, for tests. */
@@ -44,7 +43,7 @@ const isoNow = () => {
   return isoText
 }
 
-/** One JSON line; the fixed members are written directly, strings always through JSON.stringify. */
+/** One JSON line of the shape of logging.ts; fixed members written directly, strings always through JSON.stringify. */
 export const formatLine = (e: AccessLogEntry): string => {
   const { method, path, status, durationMs, requestId, clientIp, ...rest } = e
   let line = `{"time":"${isoNow()}","level":"info","msg":"request","method":${JSON.stringify(method)},` +
@@ -52,29 +51,4 @@ export const formatLine = (e: AccessLogEntry): string => {
     `"clientIp":${JSON.stringify(clientIp)}`
   for (const key in rest) line += `,${JSON.stringify(key)}:${JSON.stringify(rest[key])}`
   return `${line}}\n`
-}
-
-const makeBufferedWriter = (write: (text: string) => void) => {
-  let buffer = ""
-  let scheduled = false
-  const flush = () => {
-    scheduled = false
-    if (buffer === "") return
-    const text = buffer
-    buffer = ""
-    write(text)
-  }
-  // Whatever is still buffered when the process ends is written out.
-  process.once("exit", flush)
-  return {
-    flush,
-    push: (line: string) => {
-      buffer += line
-      if (buffer.length >= 65_536) flush()
-      else if (!scheduled) {
-        scheduled = true
-        setImmediate(flush)
-      }
-    }
-  }
 }

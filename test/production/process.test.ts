@@ -69,7 +69,7 @@ describe("start-up", () => {
 
 describe("SIGTERM", () => {
   it("completes every accepted request, then exits 0", async () => {
-    const service = await spawnService({ RATE_LIMIT_HEALTH_PER_MIN: "100000" })
+    const service = await spawnService({})
     running.push(service)
     const inFlight = Array.from({ length: 200 }, () =>
       fetch(`${service.url}/api/health`).then((r) => r.status, () => "refused" as const)

@@ -51,17 +51,22 @@ const rates = (service: ServiceProcess, body: unknown) =>
 const health = (service: ServiceProcess) =>
   fetch(`${service.url}/api/health`).then((r) => r.status, () => "no answer" as const)
 
+/** A limited operation (health is not, C3): an empty sign-up is counted, then refused 400. */
+const counted = (service: ServiceProcess) =>
+  fetch(`${service.url}/api/subscribe`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })
+    .then((r) => r.status, () => "no answer" as const)
+
 describe("instances sharing Redis", () => {
   it("share one rate limit", async () => {
-    const env = { REDIS_URL: redisUrl, REDIS_KEY_PREFIX: `test-${randomUUID()}:`, RATE_LIMIT_HEALTH_PER_MIN: "6" }
+    const env = { REDIS_URL: redisUrl, REDIS_KEY_PREFIX: `test-${randomUUID()}:`, RATE_LIMIT_SUBSCRIBE_PER_MIN: "6" }
     const [a, b] = await Promise.all([spawnService(env), spawnService(env)])
     running.push(a!, b!)
     const statuses: Array<number | string> = []
     for (let i = 0; i < 4; i++) {
-      statuses.push(await health(a!))
-      statuses.push(await health(b!))
+      statuses.push(await counted(a!))
+      statuses.push(await counted(b!))
     }
-    expect(statuses.filter((s) => s === 200)).toHaveLength(6)
+    expect(statuses.filter((s) => s === 400)).toHaveLength(6)
     expect(statuses.slice(6)).toEqual([429, 429])
   })
 
@@ -90,7 +95,6 @@ describe("instances sharing Redis", () => {
     let redis = await startRedis(port)
     const env = {
       REDIS_URL: `redis://127.0.0.1:${port}`,
-      RATE_LIMIT_HEALTH_PER_MIN: "100000",
       RATE_LIMIT_RATES_PER_MIN: "100000",
       COINGECKO_BASE_URL: emulator.url
     }
@@ -129,11 +133,11 @@ describe("cluster mode", () => {
       WEB_CONCURRENCY: "2",
       REDIS_URL: redisUrl,
       REDIS_KEY_PREFIX: `test-${randomUUID()}:`,
-      RATE_LIMIT_HEALTH_PER_MIN: "10"
+      RATE_LIMIT_SUBSCRIBE_PER_MIN: "10"
     })
     running.push(service)
-    const statuses = await Promise.all(Array.from({ length: 14 }, () => health(service)))
-    expect(statuses.filter((s) => s === 200)).toHaveLength(10)
+    const statuses = await Promise.all(Array.from({ length: 14 }, () => counted(service)))
+    expect(statuses.filter((s) => s === 400)).toHaveLength(10)
     expect(statuses.filter((s) => s === 429)).toHaveLength(4)
     expect(await service.stop("SIGTERM")).toBe(0)
   })

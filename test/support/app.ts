@@ -3,18 +3,16 @@
  * patched): the rates fake, the newsletter fake, an in-memory OAuth registry with known clients.
  */
 import { Layer } from "effect"
-import { AppFastLane, AppRoutes } from "../../src/app.ts"
-import { AppConfig } from "../../src/config.ts"
-import type { Env } from "../../src/env.ts"
+import { AppConfig } from "../../src/config/AppConfig.ts"
+import type { Env } from "./config.ts"
 import { AccessLog, type AccessLogEntry } from "../../src/observability/AccessLog.ts"
-import { FastLane } from "../../src/http/fastLane.ts"
-import { RequestCounter, RequestCounterMemory } from "../../src/http/rateLimit.ts"
+import { RequestCounter } from "../../src/http/rateLimit.ts"
 import { NewsletterMemory } from "../../src/newsletter/memory.ts"
 import type { Newsletter } from "../../src/newsletter/Newsletter.ts"
 import type { CreateClientInput } from "../../src/oauth/ClientRegistry.ts"
 import { oauthTestLayer } from "../../src/oauth/layers.ts"
-import { layerTest as RatesFake } from "../../src/rates/RatesProviderTest.ts"
-import type { RatesProvider } from "../../src/rates/RatesProvider.ts"
+import { RatesProvider } from "../../src/rates/RatesProvider.ts"
+import { configFrom } from "./config.ts"
 import { serve, type TestServer } from "./server.ts"
 
 export const testClients: ReadonlyArray<CreateClientInput> = [
@@ -32,31 +30,28 @@ export const startTestApp = async (options: {
   readonly newsletter?: Layer.Layer<Newsletter, unknown>
   /** Failed token requests allowed per minute and key (default 10, as in production). */
   readonly oauthMaxFailuresPerMinute?: number
-  /** The fast lane in front, as in production (default); false: every request takes the Effect path. */
-  readonly fastLane?: boolean
   /** Where rate limits are counted (default: memory). */
   readonly counter?: Layer.Layer<RequestCounter, unknown, AppConfig>
 } = {}): Promise<TestApp> => {
   const logs: Array<AccessLogEntry> = []
   // Limits out of the way unless a test sets them (rate-limit.test.ts does).
-  const config = AppConfig.layerFrom({
+  const config = AppConfig.layer.pipe(Layer.provide(configFrom({
     PUBLIC_BASE_URL: "https://api.example.test",
-    RATE_LIMIT_HEALTH_PER_MIN: "100000",
     RATE_LIMIT_RATES_PER_MIN: "100000",
     RATE_LIMIT_SUBSCRIBE_PER_MIN: "100000",
     ...options.env
-  })
+  })))
   const services = Layer.mergeAll(
-    options.rates ?? RatesFake,
+    options.rates ?? RatesProvider.layerTest,
     options.newsletter ?? NewsletterMemory.layer,
     oauthTestLayer({
       clients: testClients,
       ...(options.oauthMaxFailuresPerMinute === undefined ? {} : { maxFailuresPerMinute: options.oauthMaxFailuresPerMinute })
     }),
     AccessLog.capture(logs),
-    options.counter ?? RequestCounterMemory
+    options.counter ?? RequestCounter.layerMemory
   ).pipe(Layer.provideMerge(config))
-  const server = await serve(AppRoutes, services, options.fastLane === false ? FastLane.off : AppFastLane)
+  const server = await serve(services)
   return { ...server, logs }
 }
 

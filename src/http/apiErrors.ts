@@ -1,0 +1,85 @@
+/**
+ * The HttpApi side of the edge: what only the Effect app can do. It gives handlers the request id
+ * and body limit, and turns whatever the app answered with (typed errors, router 404s, defects) into
+ * a complete problem (C7). Headers, limits, logs and metrics are the edge's (edge.ts).
+ */
+import { ByteSize, Context, Effect, Layer, type Types } from "effect"
+import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { MethodProblems, RateLimit, ServerProblems } from "../api/Api.ts"
+import { AppConfig } from "../config/AppConfig.ts"
+import { exchangeOf } from "./exchange.ts"
+import { completeProblem, isJsonResponse, isProblemResponse, problemResponse, type ProblemContext } from "./problemResponse.ts"
+import { CurrentRequestId } from "./requestId.ts"
+
+type Handled = Effect.Effect<HttpServerResponse.HttpServerResponse, Types.unhandled, HttpServerRequest.HttpServerRequest>
+
+export const ApiErrors = HttpRouter.middleware(
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const maxBody = ByteSize.bytes(config.maxBodyBytes)
+    return (httpEffect): Handled =>
+      Effect.gen(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const requestId = exchangeOf(request)?.requestId ?? crypto.randomUUID()
+        const ctx: ProblemContext = { baseUrl: config.publicBaseUrl, requestId }
+        const response = yield* httpEffect.pipe(
+          // One context update for both: this runs on every request the HttpApi serves.
+          Effect.updateContext((context: Context.Context<never>) =>
+            Context.add(Context.add(context, HttpServerRequest.MaxBodySize, maxBody), CurrentRequestId, requestId)
+          ),
+          Effect.catchCause((cause) =>
+            Effect.flatMap(HttpServerError.causeResponse(cause), ([res]) =>
+              // Defects never reach the wire; the log keeps them, tagged with the request id.
+              res.status >= 500 && res.status !== 503
+                ? Effect.as(Effect.logError("unhandled error", cause).pipe(Effect.annotateLogs({ requestId })), res)
+                : Effect.succeed(res)
+            )
+          )
+        )
+        return toProblem(response, request, ctx)
+      })
+  }),
+  { global: true }
+)
+
+/** Whatever produced an error response, the client sees a finished problem (JSON OAuth bodies excepted). */
+const toProblem = (
+  response: HttpServerResponse.HttpServerResponse,
+  request: HttpServerRequest.HttpServerRequest,
+  ctx: ProblemContext
+): HttpServerResponse.HttpServerResponse => {
+  if (response.status < 400) return response
+  if (isProblemResponse(response)) return completeProblem(response, ctx)
+  if (isJsonResponse(response)) return response // RFC 6749 token errors are application/json by design
+  switch (response.status) {
+    case 404:
+      return problemResponse("not_found", ctx, { detail: `No resource exists at ${request.url.split("?")[0]}.` })
+    case 413:
+      return problemResponse("payload_too_large", ctx)
+    case 415: {
+      const type = request.headers["content-type"]
+      return HttpServerResponse.setHeader(
+        problemResponse("unsupported_media_type", ctx, {
+          detail: type === undefined
+            ? "The request body must be application/json."
+            : `Content-Type ${type.slice(0, 100)} is not supported; send application/json.`
+        }),
+        "accept",
+        "application/json"
+      )
+    }
+    case 499:
+      return response // the client went away; nobody reads this
+    default:
+      return response.status >= 500
+        ? problemResponse("internal_error", ctx)
+        : problemResponse("validation_failed", ctx, { detail: "The request could not be read." })
+  }
+}
+
+/** Middlewares of the contract that only declare what the edge produces (405, 429, 500). */
+export const DeclaredProblems = Layer.mergeAll(
+  Layer.succeed(MethodProblems)((httpEffect) => httpEffect),
+  Layer.succeed(ServerProblems)((httpEffect) => httpEffect),
+  Layer.succeed(RateLimit)((httpEffect) => httpEffect)
+)

@@ -1,0 +1,27 @@
+/**
+ * What the edge learned of a request before the HttpApi runs (id, caller address, route, the Bearer
+ * verdict), kept beside Node's request object so the Effect side reads it instead of working it
+ * out again.
+ */
+import type { IncomingMessage } from "node:http"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
+import type { HttpServerRequest } from "effect/http"
+import type { Caller } from "../api/Api.ts"
+import type { InvalidToken } from "../oauth/errors.ts"
+import type { RouteMatch } from "./routeTable.ts"
+
+export interface Exchange {
+  readonly requestId: string
+  /** The caller's address as counted (C2, C8). */
+  readonly clientIp: string
+  readonly route: RouteMatch | undefined
+  /** Set when the request carried an Authorization header and the edge checked it. */
+  bearer?: { readonly caller: Caller } | { readonly invalid: InvalidToken }
+}
+
+const exchanges = new WeakMap<object, Exchange>()
+
+export const setExchange = (req: IncomingMessage, exchange: Exchange) => void exchanges.set(req, exchange)
+
+export const exchangeOf = (request: HttpServerRequest.HttpServerRequest): Exchange | undefined =>
+  exchanges.get(NodeHttpServerRequest.toIncomingMessage(request))

@@ -1,0 +1,54 @@
+/**
+ * Reading a small JSON body at the edge without consuming it for good: when no ready answer takes
+ * the request, the bytes are put back on the stream and the HttpApi reads them as if nobody had.
+ */
+import type { IncomingMessage } from "node:http"
+
+/**
+ * Reads `length` bytes, parses them as JSON and offers the value to `take`; when `take` declines
+ * (false), the JSON does not parse, or the client goes away mid-body, the body is unshifted and
+ * `next` runs.
+ */
+export const readSmallJsonBody = (
+  req: IncomingMessage,
+  length: number,
+  take: (body: unknown) => boolean,
+  next: () => void
+) => {
+  const chunks: Array<Buffer> = []
+  let size = 0
+  const done = () => {
+    req.off("readable", onReadable)
+    req.off("error", onGone)
+    req.off("close", onGone)
+  }
+  const onGone = () => {
+    done()
+    if (chunks.length > 0) req.unshift(Buffer.concat(chunks))
+    next()
+  }
+  const onReadable = () => {
+    let chunk: Buffer | null
+    while (size < length && (chunk = req.read() as Buffer | null) !== null) {
+      chunks.push(chunk)
+      size += chunk.length
+    }
+    if (size < length) return
+    done()
+    const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
+    let json: unknown
+    let parsed = true
+    try {
+      json = JSON.parse(body.toString("utf8"))
+    } catch {
+      parsed = false
+    }
+    if (parsed && take(json)) return
+    // Synchronously, before 'end' is due (Readable checks for "one last unshift").
+    req.unshift(body)
+    next()
+  }
+  req.on("readable", onReadable)
+  req.on("error", onGone)
+  req.on("close", onGone)
+}
