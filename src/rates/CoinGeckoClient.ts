@@ -131,6 +131,21 @@ export interface CoinGeckoClientShape {
   readonly marketChart: (id: string, vsCurrency: string, days: number) => Effect.Effect<ReadonlyArray<ChartPoint>, CoinGeckoError>
 }
 
+/** Budget and breaker state shared by every instance through Redis (REDIS_URL); `keyPrefix` namespaces it. */
+export const layerUpstreamGuardsRedis = (
+  keyPrefix = ""
+): Layer.Layer<RateLimiter.RateLimiter | CircuitBreaker.CircuitBreakerStore, never, Redis.Redis> =>
+  Layer.mergeAll(
+    RateLimiter.layer.pipe(Layer.provide(RateLimiter.layerStoreRedis({ prefix: `${keyPrefix}ratelimiter:` }))),
+    CircuitBreaker.layerStoreRedis({ prefix: `${keyPrefix}circuitbreaker:` })
+  )
+
+/** The memory-backed budget and breaker stores, for a single instance. */
+export const layerUpstreamGuardsMemory: Layer.Layer<RateLimiter.RateLimiter | CircuitBreaker.CircuitBreakerStore> = Layer.mergeAll(
+  RateLimiter.layer.pipe(Layer.provide(RateLimiter.layerStoreMemory)),
+  CircuitBreaker.layerStoreMemory()
+)
+
 export class CoinGeckoClient extends Context.Service<CoinGeckoClient, CoinGeckoClientShape>()("app/CoinGeckoClient") {
   /**
    * Requires the HTTP client, our config, a `RateLimiter` (memory or Redis store) and a circuit-breaker
@@ -141,6 +156,15 @@ export class CoinGeckoClient extends Context.Service<CoinGeckoClient, CoinGeckoC
     never,
     HttpClient.HttpClient | RatesConfig | RateLimiter.RateLimiter | CircuitBreaker.CircuitBreakerStore
   > = Layer.effect(CoinGeckoClient, Effect.suspend(() => makeCoinGeckoClient))
+
+  /** One instance: budget and breaker in memory. */
+  static readonly layer: Layer.Layer<CoinGeckoClient, never, HttpClient.HttpClient | RatesConfig> = CoinGeckoClient.layerNoDeps.pipe(
+    Layer.provide(layerUpstreamGuardsMemory)
+  )
+
+  /** Several instances: budget and breaker shared through Redis, under `keyPrefix`. */
+  static readonly layerRedis = (keyPrefix: string): Layer.Layer<CoinGeckoClient, never, HttpClient.HttpClient | RatesConfig | Redis.Redis> =>
+    CoinGeckoClient.layerNoDeps.pipe(Layer.provide(layerUpstreamGuardsRedis(keyPrefix)))
 }
 
 const CHANGE_WINDOWS = "24h,7d,30d"
@@ -348,18 +372,3 @@ const makeCoinGeckoClient = Effect.gen(function*() {
       }, (json) => Exit.map(decodeMarketChart(json), (body) => body.prices))
   })
 })
-
-/** Budget and breaker state shared by every instance through Redis (REDIS_URL); `keyPrefix` namespaces it. */
-export const layerUpstreamGuardsRedis = (
-  keyPrefix = ""
-): Layer.Layer<RateLimiter.RateLimiter | CircuitBreaker.CircuitBreakerStore, never, Redis.Redis> =>
-  Layer.mergeAll(
-    RateLimiter.layer.pipe(Layer.provide(RateLimiter.layerStoreRedis({ prefix: `${keyPrefix}ratelimiter:` }))),
-    CircuitBreaker.layerStoreRedis({ prefix: `${keyPrefix}circuitbreaker:` })
-  )
-
-/** The memory-backed budget and breaker stores, for a single instance. */
-export const layerUpstreamGuardsMemory: Layer.Layer<RateLimiter.RateLimiter | CircuitBreaker.CircuitBreakerStore> = Layer.mergeAll(
-  RateLimiter.layer.pipe(Layer.provide(RateLimiter.layerStoreMemory)),
-  CircuitBreaker.layerStoreMemory()
-)

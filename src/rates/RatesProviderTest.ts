@@ -1,22 +1,19 @@
 /**
  * A deterministic in-memory `RatesProvider` for handler tests: no network, no clock, same answer every run.
+ * Provide it as `RatesProvider.layerTest`.
  *
  * Knows BTC, ETH and SOL. Two magic symbols reach the error paths of the HTTP layer:
  *   - "DOWN" fails with RatesUpstreamError            → 502 upstream_error
  *   - "BUSY" fails with RatesUnavailableError (30 s)  → 503 service_unavailable, Retry-After: 30
  * Currencies: usd, eur, gbp, jpy; any other fails with UnsupportedCurrencyError.
+ * Its answers never change, so they are fresh for ever (`freshUntil: Infinity`): a repeated query may
+ * be answered from the answer memo.
+ *
+ * Imports nothing but types from RatesProvider.ts, which refers to it (no import cycle).
  */
-import { Effect, Layer } from "effect"
-import {
-  type RatesError,
-  type RateSeries,
-  RatesProvider,
-  type RatesQuery,
-  type RatesResult,
-  RatesUnavailableError,
-  RatesUpstreamError,
-  UnsupportedCurrencyError
-} from "./RatesProvider.ts"
+import { Effect } from "effect"
+import { type RatesError, RatesUnavailableError, RatesUpstreamError, UnsupportedCurrencyError } from "./errors.ts"
+import type { RatesAnswer, RatesProvider, RatesQuery, RateSeries } from "./RatesProvider.ts"
 
 const DAY_MS = 86_400_000
 
@@ -59,9 +56,10 @@ const rateFor = (symbol: string, query: RatesQuery, fx: number): RateSeries | un
   }
 }
 
-export const layerTest: Layer.Layer<RatesProvider> = Layer.succeed(RatesProvider)(RatesProvider.of({
-  historical: (query): Effect.Effect<RatesResult, RatesError> =>
-    Effect.suspend<RatesResult, RatesError, never>(() => {
+/** The fake's service; `RatesProvider.layerTest` provides it. */
+export const testRates: RatesProvider["Service"] = {
+  historical: (query) =>
+    Effect.suspend((): Effect.Effect<RatesAnswer, RatesError> => {
       if (query.symbols.includes("DOWN")) {
         return Effect.fail(new RatesUpstreamError({ reason: "test: upstream answered 500" }))
       }
@@ -79,15 +77,18 @@ export const layerTest: Layer.Layer<RatesProvider> = Layer.succeed(RatesProvider
         else rates.push(rate)
       }
       return Effect.succeed({
-        currency: currency.toUpperCase(),
-        days: query.days,
-        interval: "daily",
-        asOf: TEST_AS_OF,
-        source: "coingecko",
-        stale: false,
-        rates,
-        unknown,
-        attribution: "Data provided by CoinGecko"
+        result: {
+          currency: currency.toUpperCase(),
+          days: query.days,
+          interval: "daily",
+          asOf: TEST_AS_OF,
+          source: "coingecko",
+          stale: false,
+          rates,
+          unknown,
+          attribution: "Data provided by CoinGecko"
+        },
+        freshUntil: Number.POSITIVE_INFINITY
       })
     })
-}))
+}

@@ -9,6 +9,7 @@ import { type CoinGeckoEmulator, type FaultMode, startCoinGeckoEmulator } from "
 import { emulatedDailyPrices, emulatedPrice, startOfUtcDay } from "../emulators/coingecko-data.ts"
 import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
+import { configFrom } from "../support/config.ts"
 import { expectProblem } from "../support/problems.ts"
 
 let emulator: CoinGeckoEmulator
@@ -18,8 +19,10 @@ const NOW = Date.UTC(2026, 10, 22, 10, 30)
 beforeAll(async () => {
   emulator = await startCoinGeckoEmulator({ host: "127.0.0.1", now: NOW })
   // Production settings but for the breaker, which would otherwise open during the fault matrix.
-  const rates = CoinGeckoRates.layerFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_BREAKER_FAILURES: "1000", COINGECKO_CALLS_PER_MIN: "10000" })
-    .pipe(Layer.provide(NodeHttpClient.layerUndici))
+  const rates = CoinGeckoRates.layer.pipe(
+    Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_BREAKER_FAILURES: "1000", COINGECKO_CALLS_PER_MIN: "10000" })),
+    Layer.provide(NodeHttpClient.layerUndici)
+  )
   app = await startTestApp({ rates })
 })
 afterAll(async () => {
@@ -74,8 +77,10 @@ describe("exchange rates against the CoinGecko emulator", () => {
   it("serves a cached coin with stale: true during an outage", async () => {
     // Its own service, whose latest prices live 1 s (COINGECKO_LATEST_TTL_S): then the upstream goes down.
     const shortLived = await startTestApp({
-      rates: CoinGeckoRates.layerFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_LATEST_TTL_S: "1" })
-        .pipe(Layer.provide(NodeHttpClient.layerUndici))
+      rates: CoinGeckoRates.layer.pipe(
+        Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_LATEST_TTL_S: "1" })),
+        Layer.provide(NodeHttpClient.layerUndici)
+      )
     })
     try {
       const post = (body: unknown) =>

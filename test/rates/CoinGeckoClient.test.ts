@@ -5,7 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { HttpClient, HttpClientResponse } from "effect/http"
-import type { Env } from "../../src/env.ts"
+import { configFrom, type Env } from "../support/config.ts"
 import { CoinGeckoClient, type CoinGeckoError, layerUpstreamGuardsMemory } from "../../src/rates/CoinGeckoClient.ts"
 import { RatesConfig } from "../../src/rates/RatesConfig.ts"
 
@@ -24,7 +24,7 @@ const clientAnswering = (respond: () => Response, env: Env = {}) => {
     }))
   const layer = CoinGeckoClient.layerNoDeps.pipe(
     Layer.provide(Layer.mergeAll(
-      RatesConfig.layerFrom({ COINGECKO_BASE_URL: "http://upstream.test/api/v3", COINGECKO_RETRY_BASE_MS: "1", ...env }),
+      RatesConfig.layer.pipe(Layer.provide(configFrom({ COINGECKO_BASE_URL: "http://upstream.test/api/v3", COINGECKO_RETRY_BASE_MS: "1", ...env }))),
       layerUpstreamGuardsMemory,
       Layer.succeed(HttpClient.HttpClient)(http)
     ))

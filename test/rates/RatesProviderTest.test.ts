@@ -1,15 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { RatesProvider } from "../../src/rates/RatesProvider.ts"
-import { layerTest, TEST_AS_OF } from "../../src/rates/RatesProviderTest.ts"
+import { TEST_AS_OF } from "../../src/rates/RatesProviderTest.ts"
 
 const historical = (symbols: ReadonlyArray<string>, currency = "usd", days = 30) =>
   Effect.gen(function*() {
     const rates = yield* RatesProvider
-    return yield* rates.historical({ symbols, currency, days })
-  }).pipe(Effect.provide(layerTest))
+    return (yield* rates.historical({ symbols, currency, days })).result
+  }).pipe(Effect.provide(RatesProvider.layerTest))
 
-describe("RatesProviderTest.layerTest", () => {
+describe("RatesProvider.layerTest", () => {
   it.effect("knows BTC, ETH and SOL, in request order, the rest unknown; same answer every time", () =>
     Effect.gen(function*() {
       const result = yield* historical(["SOL", "FOO", "BTC", "ETH"], "eur", 7)
@@ -24,6 +24,13 @@ describe("RatesProviderTest.layerTest", () => {
       }
       assert.deepStrictEqual(yield* historical(["SOL", "FOO", "BTC", "ETH"], "eur", 7), result)
     }))
+
+  it.effect("says its answers hold for ever: they never change", () =>
+    Effect.gen(function*() {
+      const rates = yield* RatesProvider
+      const answer = yield* rates.historical({ symbols: ["BTC"], currency: "usd", days: 3 })
+      assert.strictEqual(answer.freshUntil, Number.POSITIVE_INFINITY)
+    }).pipe(Effect.provide(RatesProvider.layerTest)))
 
   it.effect("DOWN fails as an upstream error, BUSY as unavailable for 30 s, an odd currency as unsupported", () =>
     Effect.gen(function*() {

@@ -1,7 +1,7 @@
 /**
- * The cache-hit path: nothing upstream is built, cached entries are validated once, an unchanged answer
- * is the same object and its HTTP body is encoded once, and every such shortcut gives exactly what the
- * `ExchangeRatesResponse` encoding gives.
+ * The cache-hit path: nothing upstream is built, cached entries are validated once, the answer says
+ * until when it holds (`freshUntil`), and its HTTP body is exactly what the `ExchangeRatesResponse`
+ * encoding gives.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Layer, Option, Schema } from "effect"
@@ -9,16 +9,14 @@ import { Redis } from "effect/persistence"
 import { TestClock } from "effect/testing"
 import { afterAll, beforeAll } from "vitest"
 import { ExchangeRatesResponse } from "../../src/api/schemas.ts"
-import { type ChartPoint, CoinGeckoClient, type MarketRow } from "../../src/rates/CoinGeckoClient.ts"
+import { type ChartPoint, CoinGeckoClient, CoinGeckoError, type MarketRow } from "../../src/rates/CoinGeckoClient.ts"
 import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
 import { DAY_MS } from "../../src/rates/dailySeries.ts"
 import { encodeRatesBody } from "../../src/rates/handlers.ts"
 import { RatesCache } from "../../src/rates/RatesCache.ts"
-import { RatesConfig } from "../../src/rates/RatesConfig.ts"
 import { RatesProvider, type RatesQuery, type RatesResult } from "../../src/rates/RatesProvider.ts"
-import { layerTest } from "../../src/rates/RatesProviderTest.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
-import { EMULATOR_NOW, makeAgeableCache } from "./helpers.ts"
+import { EMULATOR_NOW, makeAgeableCache, ratesConfigFrom } from "./helpers.ts"
 
 // ---------------------------------------------------------------------------------------------------
 // An upstream stub that counts how often each call is *built* (not run): a hit must build none.
@@ -26,6 +24,9 @@ import { EMULATOR_NOW, makeAgeableCache } from "./helpers.ts"
 const makeStubUpstream = () => {
   const built = { currencies: 0, markets: 0, symbols: 0, chart: 0 }
   let priceFactor = 1
+  let failing = false
+  const down = <A>(value: A) =>
+    failing ? Effect.fail(new CoinGeckoError({ kind: "transient", detail: "test: upstream down", retryAfterSeconds: 0 })) : Effect.succeed(value)
   const row = (id: string, symbol: string, name: string): MarketRow => ({
     id,
     symbol,
@@ -40,26 +41,27 @@ const makeStubUpstream = () => {
   const client = CoinGeckoClient.of({
     get supportedCurrencies() {
       built.currencies++
-      return Effect.succeed(["usd", "eur"])
+      return down(["usd", "eur"])
     },
     marketsByIds: (_currency, ids) => {
       built.markets++
-      return Effect.succeed(ids.map((id) => row(id, id.slice(0, 3), id)))
+      return down(ids.map((id) => row(id, id.slice(0, 3), id)))
     },
     marketsBySymbols: (_currency, symbols) => {
       built.symbols++
-      return Effect.succeed(symbols.filter((s) => s === "XYZ").map(() => row("xyz-coin", "xyz", "Xyz Coin")))
+      return down(symbols.filter((s) => s === "XYZ").map(() => row("xyz-coin", "xyz", "Xyz Coin")))
     },
     marketChart: (id, _currency, days) => {
       built.chart++
       const points: Array<ChartPoint> = Array.from({ length: days }, (_, i) => [today - (days - 1 - i) * DAY_MS, id.length + i])
-      return Effect.succeed([...points, [EMULATOR_NOW, 1]])
+      return down([...points, [EMULATOR_NOW, 1] as const])
     }
   })
   return {
     built,
     reset: () => Object.assign(built, { currencies: 0, markets: 0, symbols: 0, chart: 0 }),
     setPriceFactor: (factor: number) => void (priceFactor = factor),
+    setFailing: (value: boolean) => void (failing = value),
     layer: Layer.succeed(CoinGeckoClient)(client)
   }
 }
@@ -68,63 +70,80 @@ const LATEST_TTL_S = 60
 
 const providerWith = (upstream: Layer.Layer<CoinGeckoClient>, cache: Layer.Layer<RatesCache>) =>
   CoinGeckoRates.layerNoDeps.pipe(
-    Layer.provide(Layer.mergeAll(upstream, cache, RatesConfig.layerFrom({ COINGECKO_LATEST_TTL_S: String(LATEST_TTL_S) }))),
+    Layer.provide(Layer.mergeAll(upstream, cache, ratesConfigFrom({ COINGECKO_LATEST_TTL_S: String(LATEST_TTL_S) }))),
     Layer.orDie
   )
 
 const query: RatesQuery = { symbols: ["BTC", "XYZ", "ETH", "NOPE"], currency: "usd", days: 30 }
-const historical = (q: RatesQuery = query) =>
-  Effect.gen(function*() {
-    const rates = yield* RatesProvider
-    return yield* rates.historical(q)
-  })
+const answer = (q: RatesQuery = query) => Effect.flatMap(RatesProvider, (rates) => rates.historical(q))
+const historical = (q: RatesQuery = query) => Effect.map(answer(q), ({ result }) => result)
 
 const schemaBody = (result: RatesResult) => JSON.stringify(Schema.encodeSync(ExchangeRatesResponse)(result))
 const text = (bytes: Uint8Array | undefined) => new TextDecoder().decode(bytes)
 
 describe("CoinGecko provider on a cache hit", () => {
-  it.effect("builds no upstream call, and answers the same frozen object while nothing changed", () => {
+  it.effect("builds no upstream call, answers the same while nothing changed, and says until when it holds", () => {
     const upstream = makeStubUpstream()
     return Effect.gen(function*() {
       yield* TestClock.setTime(EMULATOR_NOW)
-      const cold = yield* historical()
+      const cold = yield* answer()
       assert.deepStrictEqual(upstream.built, { currencies: 1, markets: 1, symbols: 1, chart: 3 })
-      assert.deepStrictEqual(cold.rates.map((r) => r.id), ["bitcoin", "xyz-coin", "ethereum"])
-      assert.deepStrictEqual(cold.unknown, ["NOPE"])
+      assert.deepStrictEqual(cold.result.rates.map((r) => r.id), ["bitcoin", "xyz-coin", "ethereum"])
+      assert.deepStrictEqual(cold.result.unknown, ["NOPE"])
+      // The latest prices expire first (a minute); the series at the next daily point, the rest in a day.
+      assert.strictEqual(cold.freshUntil, EMULATOR_NOW + LATEST_TTL_S * 1000)
 
       upstream.reset()
-      const warm = yield* historical()
-      const again = yield* historical()
+      const warm = yield* answer()
+      const again = yield* answer()
       assert.deepStrictEqual(upstream.built, { currencies: 0, markets: 0, symbols: 0, chart: 0 })
       assert.deepStrictEqual(warm, cold)
-      assert.strictEqual(again, warm)
-      assert.isTrue(Object.isFrozen(warm) && Object.isFrozen(warm.rates) && Object.isFrozen(warm.rates[0]!.series))
-      assert.isTrue(Object.isFrozen(warm.rates[0]!.series[0]))
-      assert.strictEqual(warm.rates[0]!.series.length, 30)
+      assert.deepStrictEqual(again, warm)
+      // The points are the cached entries' own, frozen: shared, never copied.
+      assert.isTrue(Object.isFrozen(warm.result.rates[0]!.series[0]))
+      assert.strictEqual(warm.result.rates[0]!.series[0], again.result.rates[0]!.series[0])
+      assert.strictEqual(warm.result.rates[0]!.series.length, 30)
 
       // Another query over the same entries (20 days are sliced from the 30-day series) is another answer.
       const shorter = yield* historical({ ...query, days: 20 })
       assert.deepStrictEqual(upstream.built, { currencies: 0, markets: 0, symbols: 0, chart: 0 })
-      assert.notStrictEqual(shorter, warm)
       assert.strictEqual(shorter.days, 20)
       assert.strictEqual(shorter.rates[0]!.series.length, 20)
-      assert.deepStrictEqual(shorter.rates[0]!.series, warm.rates[0]!.series.slice(-20))
-      assert.strictEqual(yield* historical(), warm)
+      assert.deepStrictEqual(shorter.rates[0]!.series, warm.result.rates[0]!.series.slice(-20))
 
       // The latest prices expire: the answer is rebuilt from the new entries, the series stay cached.
       upstream.setPriceFactor(2)
       yield* TestClock.adjust(Duration.seconds(LATEST_TTL_S))
-      const later = yield* historical()
+      const later = yield* answer()
       assert.deepStrictEqual(upstream.built, { currencies: 0, markets: 1, symbols: 0, chart: 0 })
-      assert.notStrictEqual(later, warm)
-      assert.deepStrictEqual(later.rates.map((r) => r.price), [200, 200, 200])
-      assert.strictEqual(later.asOf, new Date(EMULATOR_NOW + LATEST_TTL_S * 1000).toISOString().replace(".000Z", "Z"))
-      assert.deepStrictEqual(later.rates.map((r) => r.series), warm.rates.map((r) => r.series))
+      assert.deepStrictEqual(later.result.rates.map((r) => r.price), [200, 200, 200])
+      assert.strictEqual(later.result.asOf, new Date(EMULATOR_NOW + LATEST_TTL_S * 1000).toISOString().replace(".000Z", "Z"))
+      assert.deepStrictEqual(later.result.rates.map((r) => r.series), warm.result.rates.map((r) => r.series))
+      assert.strictEqual(later.freshUntil, EMULATOR_NOW + 2 * LATEST_TTL_S * 1000)
       // `later` was made of the values just fetched; from now on they are read from the cache.
-      const settled = yield* historical()
-      assert.deepStrictEqual(settled, later)
-      assert.strictEqual(yield* historical(), settled)
+      assert.deepStrictEqual(yield* answer(), later)
     }).pipe(Effect.provide(providerWith(upstream.layer, RatesCache.layerMemory())))
+  })
+
+  it.effect("says freshUntil 0 for an answer made of last good copies, and for one without any rate", () => {
+    const upstream = makeStubUpstream()
+    const cache = makeAgeableCache()
+    return Effect.gen(function*() {
+      yield* TestClock.setTime(EMULATOR_NOW)
+      const fresh = yield* answer()
+      assert.isFalse(fresh.result.stale)
+      assert.isAbove(fresh.freshUntil, EMULATOR_NOW)
+      cache.expireFreshEntries()
+      upstream.setFailing(true)
+      const stale = yield* answer()
+      assert.isTrue(stale.result.stale)
+      assert.deepStrictEqual(stale.result.rates.map((r) => r.series), fresh.result.rates.map((r) => r.series))
+      assert.strictEqual(stale.freshUntil, 0)
+      upstream.setFailing(false)
+      const none = yield* answer({ symbols: ["NOPE"], currency: "usd", days: 7 })
+      assert.deepStrictEqual(none.result.rates, [])
+      assert.strictEqual(none.freshUntil, 0)
+    }).pipe(Effect.provide(providerWith(upstream.layer, cache.layer)))
   })
 
   it.effect("answers the same content from a store that hands out fresh, unfrozen copies", () => {
@@ -151,11 +170,11 @@ describe("CoinGecko provider on a cache hit", () => {
       // A chart entry from "another release": points are not [number, number].
       yield* cache.set("rates:cg:chart:bitcoin:usd:30", { storedAt: EMULATOR_NOW, value: [["x", 1]] }, Duration.hours(1))
       const rates = yield* RatesProvider
-      const result = yield* rates.historical({ symbols: ["BTC"], currency: "usd", days: 30 })
+      const { result } = yield* rates.historical({ symbols: ["BTC"], currency: "usd", days: 30 })
       assert.strictEqual(upstream.built.chart, 1) // refused as a miss and fetched again
       assert.strictEqual(result.rates[0]!.series.length, 30)
     }).pipe(Effect.provide(CoinGeckoRates.layerNoDeps.pipe(
-      Layer.provideMerge(Layer.mergeAll(upstream.layer, RatesCache.layerMemory(), RatesConfig.layerFrom({}))),
+      Layer.provideMerge(Layer.mergeAll(upstream.layer, RatesCache.layerMemory(), ratesConfigFrom({}))),
       Layer.orDie
     )))
   })
@@ -210,22 +229,13 @@ describe("RatesCache stores hand out frozen values, the same object while unchan
 // ---------------------------------------------------------------------------------------------------
 
 describe("encodeRatesBody", () => {
-  const fake = (q: RatesQuery) => Effect.runPromise(Effect.provide(historical(q), layerTest))
+  const fake = (q: RatesQuery) => Effect.runPromise(Effect.provide(historical(q), RatesProvider.layerTest))
 
   it("is the ExchangeRatesResponse encoding, JSON.stringify'd, and decodes back to the result", async () => {
     const result = await fake({ symbols: ["BTC", "NOPE", "SOL"], currency: "eur", days: 30 })
     const body = text(encodeRatesBody(result))
     assert.strictEqual(body, schemaBody(result))
     assert.deepStrictEqual(Schema.decodeUnknownSync(ExchangeRatesResponse)(JSON.parse(body)), result)
-    // Not frozen: it could change, so it is encoded afresh each time.
-    assert.notStrictEqual(encodeRatesBody(result), encodeRatesBody(result))
-  })
-
-  it("encodes a frozen result once", async () => {
-    const result = Object.freeze(await fake({ symbols: ["ETH"], currency: "usd", days: 7 }))
-    const body = encodeRatesBody(result)
-    assert.strictEqual(encodeRatesBody(result), body)
-    assert.strictEqual(text(body), schemaBody(result))
   })
 
   it("leaves a result that does not encode to HttpApi (undefined)", async () => {
@@ -267,7 +277,7 @@ describe("POST /api/v1/exchange-rates with encoded bodies", () => {
     assert.strictEqual(bodies[2], bodies[1])
   })
 
-  it("still answers the fake provider's results (never frozen) exactly as the schema encodes them", async () => {
+  it("still answers the fake provider's results exactly as the schema encodes them", async () => {
     const fakeApp = await startTestApp()
     try {
       const res = await fetch(`${fakeApp.url}/api/v1/exchange-rates`, {
@@ -277,7 +287,9 @@ describe("POST /api/v1/exchange-rates with encoded bodies", () => {
       })
       assert.strictEqual(res.status, 200)
       assert.strictEqual(res.headers.get("content-type"), "application/json")
-      const expected = await Effect.runPromise(Effect.provide(historical({ symbols: ["SOL", "BTC"], currency: "gbp", days: 3 }), layerTest))
+      const expected = await Effect.runPromise(
+        Effect.provide(historical({ symbols: ["SOL", "BTC"], currency: "gbp", days: 3 }), RatesProvider.layerTest)
+      )
       assert.strictEqual(await res.text(), schemaBody(expected))
     } finally {
       await fakeApp.close()

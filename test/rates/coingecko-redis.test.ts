@@ -13,7 +13,7 @@ import { afterAll, assert, beforeAll, beforeEach, describe, it } from "@effect/v
 import { type Context, Effect, Layer } from "effect"
 import { Redis } from "effect/persistence"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
-import type { Env } from "../../src/env.ts"
+import { configFrom, type Env } from "../support/config.ts"
 import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
 import { RatesProvider, type RatesQuery } from "../../src/rates/RatesProvider.ts"
 import { EMULATOR_NOW, healthyEnv } from "./helpers.ts"
@@ -58,7 +58,8 @@ beforeEach(() => emulator.resetStats())
 
 /** One "instance": its own provider, HTTP client and Redis connection; `keyPrefix` isolates a test's keys. */
 const instance = (env: Env, keyPrefix: string) =>
-  CoinGeckoRates.layerRedisFrom(env, { keyPrefix }).pipe(
+  CoinGeckoRates.layerRedis(keyPrefix).pipe(
+    Layer.provide(configFrom(env)),
     Layer.provideMerge(NodeRedis.layer({ url: redisUrl })),
     Layer.provide(NodeHttpClient.layerUndici)
   )
@@ -75,7 +76,9 @@ const removeKeysOnExit = (context: Context.Context<Redis.Redis>, keyPrefix: stri
     ))
 
 const askVia = (context: Context.Context<RatesProvider>, query: RatesQuery) =>
-  Effect.flatMap(Effect.service(RatesProvider), (rates) => rates.historical(query)).pipe(Effect.provide(context))
+  Effect.flatMap(Effect.service(RatesProvider), (rates) => Effect.map(rates.historical(query), ({ result }) => result)).pipe(
+    Effect.provide(context)
+  )
 
 describe.skipIf(!canSpawnRedis && sharedRedisUrl === undefined)("CoinGecko provider with Redis-shared state", () => {
   it.live("a second instance answers from what the first one fetched, without calling the upstream", () =>
@@ -127,7 +130,10 @@ describe.skipIf(!canSpawnRedis && sharedRedisUrl === undefined)("CoinGecko provi
         reserve: Effect.die("not used by the rates capability")
       }))
       const lonely = yield* Layer.build(
-        CoinGeckoRates.layerRedisFrom(healthyEnv(emulator.url)).pipe(Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, brokenRedis)))
+        CoinGeckoRates.layerRedis("").pipe(
+          Layer.provide(configFrom(healthyEnv(emulator.url))),
+          Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, brokenRedis))
+        )
       )
       const result = yield* askVia(lonely, { symbols: ["SOL"], currency: "usd", days: 7 })
       assert.deepStrictEqual(result.rates.map((r) => [r.id, r.series.length]), [["solana", 7]])

@@ -4,7 +4,7 @@
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Layer, Option, type Schema } from "effect"
-import type { Env } from "../../src/env.ts"
+import { configFrom, type Env } from "../support/config.ts"
 import { CoinGeckoClient, layerUpstreamGuardsMemory } from "../../src/rates/CoinGeckoClient.ts"
 import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
 import { RatesCache, type RatesCacheShape } from "../../src/rates/RatesCache.ts"
@@ -36,7 +36,11 @@ export const healthyEnv = (baseUrl: string, overrides: Env = {}): Env =>
   fastEnv(baseUrl, { COINGECKO_TIMEOUT_MS: "3000", COINGECKO_REQUEST_BUDGET_MS: "8000", ...overrides })
 
 /** The production Layer wiring, configured from `env`, over Node's real HTTP client. */
-export const liveRates = (env: Env) => CoinGeckoRates.layerFrom(env).pipe(Layer.provide(NodeHttpClient.layerUndici))
+export const liveRates = (env: Env) =>
+  CoinGeckoRates.layer.pipe(Layer.provide(configFrom(env)), Layer.provide(NodeHttpClient.layerUndici))
+
+/** `RatesConfig` read from `env` alone. */
+export const ratesConfigFrom = (env: Env) => RatesConfig.layer.pipe(Layer.provide(configFrom(env)))
 
 /**
  * A cache whose fresh entries the test can drop at will while last-good copies survive: the state of
@@ -62,15 +66,20 @@ export const makeAgeableCache = () => {
 export const liveRatesWithCache = (env: Env, cache: Layer.Layer<RatesCache>) =>
   CoinGeckoRates.layerNoDeps.pipe(
     Layer.provide(CoinGeckoClient.layerNoDeps),
-    Layer.provide(Layer.mergeAll(RatesConfig.layerFrom(env), cache, layerUpstreamGuardsMemory)),
+    Layer.provide(Layer.mergeAll(ratesConfigFrom(env), cache, layerUpstreamGuardsMemory)),
     Layer.provide(NodeHttpClient.layerUndici)
   )
 
-export const historical = (query: Partial<RatesQuery> & Pick<RatesQuery, "symbols">) =>
+/** The provider's whole answer: the result and until when it holds. */
+export const answer = (query: Partial<RatesQuery> & Pick<RatesQuery, "symbols">) =>
   Effect.gen(function*() {
     const rates = yield* RatesProvider
     return yield* rates.historical({ currency: "usd", days: 30, ...query })
   })
+
+/** The provider's result (the C4 body). */
+export const historical = (query: Partial<RatesQuery> & Pick<RatesQuery, "symbols">) =>
+  Effect.map(answer(query), ({ result }) => result)
 
 /** Runs `effect` and reports how long it took, in ms. */
 export const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>

@@ -1,0 +1,129 @@
+/**
+ * The last step of a `historical` call: the C4 body from what the other steps gathered (resolved coins,
+ * their series and latest prices), and until when it holds. Pure: no I/O, no clock.
+ *
+ * A known coin that can be served neither fresh nor from a last good copy fails the whole answer: a
+ * partial answer would look complete to the caller.
+ */
+import { Result } from "effect"
+import type { CoinGeckoError } from "./CoinGeckoClient.ts"
+import { changesFromSeries } from "./dailySeries.ts"
+import { type Chart, chartFreshUntil, type LatestPrices } from "./marketData.ts"
+import type { RatesAnswer, RatesQuery, RateSeries } from "./RatesProvider.ts"
+import type { Sourced } from "./staleCache.ts"
+import type { Resolved } from "./symbolResolution.ts"
+
+export const SOURCE = "coingecko"
+export const ATTRIBUTION = "Data provided by CoinGecko"
+
+/** `2026-11-22T10:00:00Z`: ISO 8601 without the milliseconds (toISOString always ends `.mmmZ` in this range). */
+export const isoSeconds = (epochMs: number) => {
+  const iso = new Date(epochMs).toISOString()
+  return iso.length === 24 ? `${iso.slice(0, 19)}Z` : iso.replace(/\.\d{3}Z$/, "Z")
+}
+
+/**
+ * `points.slice(-count)`, by hand: on a frozen array (cached entries are frozen) `slice` takes V8's slow
+ * path, about 40 times slower than this loop.
+ */
+export const lastPoints = <A>(points: ReadonlyArray<A>, count: number): Array<A> => {
+  const start = count > 0 ? Math.max(0, points.length - count) : Math.min(points.length, -count)
+  const out: Array<A> = []
+  for (let i = start; i < points.length; i++) out.push(points[i]!)
+  return out
+}
+
+/** Distinct coin ids of the resolved symbols, first occurrence first. */
+export const coinIds = (resolved: Resolved): Array<string> => {
+  // At most 50 symbols: a linear scan beats a Set here.
+  const ids: Array<string> = []
+  for (const coin of resolved.coins.values()) if (coin !== null && !ids.includes(coin.id)) ids.push(coin.id)
+  return ids
+}
+
+export interface Gathered {
+  readonly query: RatesQuery
+  /** When the call started (epoch ms): `asOf` of an answer without any price. */
+  readonly startedAt: number
+  /** Until when the currency list judged by is fresh; undefined when it was not judged or by an old copy. */
+  readonly currenciesUntil: number | undefined
+  readonly resolved: Resolved
+  readonly latest: LatestPrices
+  /** Freshness of a latest price, ms. */
+  readonly latestTtlMs: number
+  /** The series of every coin id of `resolved`, or why it could not be had. */
+  readonly charts: ReadonlyMap<string, Result.Result<Sourced<Chart>, CoinGeckoError>>
+}
+
+export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, CoinGeckoError> => {
+  const { charts, latest, query, resolved } = gathered
+  // Until when this very answer holds: the earliest expiry of what it is made of. Any old copy, or a
+  // failed call that the next request would retry, makes it 0.
+  let freshUntil = gathered.currenciesUntil === undefined || resolved.stale
+    ? 0
+    : Math.min(gathered.currenciesUntil, resolved.freshUntil)
+  let stale = resolved.stale
+  let asOf = Number.POSITIVE_INFINITY
+  const rates: Array<RateSeries> = []
+  const unknown: Array<string> = []
+
+  for (const symbol of query.symbols) {
+    const coin = resolved.coins.get(symbol) ?? null
+    const chart = coin === null ? undefined : charts.get(coin.id)
+    if (coin === null || chart === undefined) {
+      unknown.push(symbol)
+      continue
+    }
+    // Strict: every known coin is served (fresh or last good), or the request fails.
+    if (Result.isFailure(chart)) return Result.fail(chart.failure)
+    const series = chart.success
+    const market = latest.latest.get(coin.id)
+    freshUntil = series.stale || market === undefined || market.stale
+      ? 0
+      : Math.min(freshUntil, chartFreshUntil(series), market.storedAt + gathered.latestTtlMs)
+    if (series.value === null) {
+      unknown.push(symbol) // resolved, but the upstream has no such coin (404)
+      continue
+    }
+    const lastClose = series.value.at(-1) // the last of the whole series is the last of its tail
+    let price: number
+    let change: RateSeries["change"]
+    let name = coin.name
+    if (market !== undefined && market.value !== null && market.value.price !== null) {
+      price = market.value.price
+      change = { "24h": market.value.change24h, "7d": market.value.change7d, "30d": market.value.change30d }
+      name = market.value.name || name
+      asOf = Math.min(asOf, market.storedAt)
+      stale ||= market.stale
+    } else if (lastClose !== undefined) {
+      // No latest price (upstream lists no market, or it failed and we hold no copy): the last close.
+      price = lastClose[1]
+      change = changesFromSeries(series.value) // the whole fetched range: 30d needs more than days=7
+      asOf = Math.min(asOf, lastClose[0])
+      stale ||= latest.failure !== undefined
+    } else {
+      unknown.push(symbol) // a coin without any price data
+      continue
+    }
+    stale ||= series.stale
+    // The points themselves are frozen (cached entries are), so the answer shares them.
+    rates.push({ symbol, id: coin.id, name, price, change, series: lastPoints(series.value, query.days) })
+  }
+
+  // Without any rate, asOf is the clock's: the next answer differs, nothing in it is worth reusing.
+  const priced = Number.isFinite(asOf)
+  return Result.succeed({
+    result: {
+      currency: query.currency.toUpperCase(),
+      days: query.days,
+      interval: "daily",
+      asOf: isoSeconds(priced ? asOf : gathered.startedAt),
+      source: SOURCE,
+      stale,
+      rates,
+      unknown,
+      attribution: ATTRIBUTION
+    },
+    freshUntil: priced ? freshUntil : 0
+  })
+}

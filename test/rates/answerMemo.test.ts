@@ -1,0 +1,98 @@
+/** RatesAnswerMemo: encoded bodies per normalised query, while fresh, bounded in entries and bytes (LRU). */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { TestClock } from "effect/testing"
+import { makeRatesAnswerMemo, memoKey, RatesAnswerMemo } from "../../src/rates/answerMemo.ts"
+import type { RatesQuery } from "../../src/rates/RatesProvider.ts"
+
+const NOW = Date.UTC(2026, 10, 22, 10, 0, 0)
+const q = (symbols: ReadonlyArray<string>, currency = "usd", days = 30): RatesQuery => ({ symbols, currency, days })
+const bytes = (text: string) => new TextEncoder().encode(text)
+
+/** A memo whose clock the test sets by hand. */
+const withClock = (options?: Parameters<typeof makeRatesAnswerMemo>[1]) => {
+  const clock = { now: NOW }
+  return { clock, memo: makeRatesAnswerMemo(() => clock.now, options) }
+}
+
+describe("RatesAnswerMemo", () => {
+  it("keys a query by currency, days and symbols in order", () => {
+    assert.strictEqual(memoKey(q(["BTC", "ETH"], "eur", 7)), "eur|7|BTC,ETH")
+    const { memo } = withClock()
+    const body = bytes("{}")
+    memo.remember(q(["BTC", "ETH"]), body, NOW + 1000)
+    assert.strictEqual(memo.recall(q(["BTC", "ETH"])), body)
+    assert.isUndefined(memo.recall(q(["ETH", "BTC"])))
+    assert.isUndefined(memo.recall(q(["BTC", "ETH"], "eur")))
+    assert.isUndefined(memo.recall(q(["BTC", "ETH"], "usd", 7)))
+  })
+
+  it("recalls a body until its freshUntil, never at or after it; keeps none already past", () => {
+    const { clock, memo } = withClock()
+    const body = bytes("{\"a\":1}")
+    memo.remember(q(["BTC"]), body, NOW + 60_000)
+    clock.now = NOW + 59_999
+    assert.strictEqual(memo.recall(q(["BTC"])), body)
+    clock.now = NOW + 60_000
+    assert.isUndefined(memo.recall(q(["BTC"])))
+    assert.deepStrictEqual(memo.size(), { entries: 0, bytes: 0 }) // an expired entry is dropped when met
+
+    memo.remember(q(["ETH"]), body, clock.now) // fresh until now: already past
+    memo.remember(q(["SOL"]), body, 0) // an answer made of old copies
+    assert.isUndefined(memo.recall(q(["ETH"])))
+    assert.isUndefined(memo.recall(q(["SOL"])))
+    assert.deepStrictEqual(memo.size(), { entries: 0, bytes: 0 })
+  })
+
+  it("a newer answer replaces the older one, and one past its freshness forgets it", () => {
+    const { memo } = withClock()
+    memo.remember(q(["BTC"]), bytes("old!"), NOW + 1000)
+    memo.remember(q(["BTC"]), bytes("new"), NOW + 2000)
+    assert.deepStrictEqual(memo.size(), { entries: 1, bytes: 3 })
+    assert.strictEqual(new TextDecoder().decode(memo.recall(q(["BTC"]))), "new")
+    memo.remember(q(["BTC"]), bytes("stale"), 0)
+    assert.isUndefined(memo.recall(q(["BTC"])))
+    assert.deepStrictEqual(memo.size(), { entries: 0, bytes: 0 })
+  })
+
+  it("holds at most maxEntries, the least recently used out first", () => {
+    const { memo } = withClock({ maxEntries: 2 })
+    memo.remember(q(["A"]), bytes("a"), NOW + 1000)
+    memo.remember(q(["B"]), bytes("b"), NOW + 1000)
+    assert.isDefined(memo.recall(q(["A"]))) // A is now more recent than B
+    memo.remember(q(["C"]), bytes("c"), NOW + 1000)
+    assert.deepStrictEqual(memo.size(), { entries: 2, bytes: 2 })
+    assert.isUndefined(memo.recall(q(["B"])))
+    assert.isDefined(memo.recall(q(["A"])))
+    assert.isDefined(memo.recall(q(["C"])))
+  })
+
+  it("holds at most maxBytes of bodies, the least recently used out first; a larger body not at all", () => {
+    const { memo } = withClock({ maxBytes: 10 })
+    memo.remember(q(["A"]), bytes("aaaa"), NOW + 1000)
+    memo.remember(q(["B"]), bytes("bbbb"), NOW + 1000)
+    assert.isDefined(memo.recall(q(["A"])))
+    memo.remember(q(["C"]), bytes("cccc"), NOW + 1000) // 12 bytes: B, least recently used, goes
+    assert.deepStrictEqual(memo.size(), { entries: 2, bytes: 8 })
+    assert.isUndefined(memo.recall(q(["B"])))
+    assert.isDefined(memo.recall(q(["A"])))
+    assert.isDefined(memo.recall(q(["C"])))
+
+    memo.remember(q(["D"]), bytes("d".repeat(11)), NOW + 1000)
+    assert.isUndefined(memo.recall(q(["D"])))
+    assert.deepStrictEqual(memo.size(), { entries: 2, bytes: 8 }) // nothing evicted for it
+  })
+
+  it.effect("the Layer tells time by the Clock it is built with (TestClock)", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(NOW)
+      const memo = yield* RatesAnswerMemo
+      const body = bytes("{}")
+      memo.remember(q(["BTC"]), body, NOW + 60_000)
+      assert.strictEqual(memo.recall(q(["BTC"])), body)
+      yield* TestClock.adjust("59 seconds")
+      assert.strictEqual(memo.recall(q(["BTC"])), body)
+      yield* TestClock.adjust("1 second")
+      assert.isUndefined(memo.recall(q(["BTC"])))
+    }).pipe(Effect.provide(RatesAnswerMemo.layer)))
+})

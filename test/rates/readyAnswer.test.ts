@@ -1,0 +1,139 @@
+/**
+ * The ready answer of POST /api/v1/exchange-rates: a remembered body for a request the HttpApi would
+ * accept, normalised as the handler normalises it; undefined for anything else.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { TestClock } from "effect/testing"
+import { RatesAnswerMemo } from "../../src/rates/answerMemo.ts"
+import { RatesProvider } from "../../src/rates/RatesProvider.ts"
+import { ratesReadyAnswer } from "../../src/rates/readyAnswer.ts"
+import { startTestApp, type TestApp } from "../support/app.ts"
+
+const NOW = Date.UTC(2026, 10, 22, 10, 0, 0)
+const body = new TextEncoder().encode("{\"remembered\":true}")
+
+/** The ready answer over a memo holding `body` for BTC, ETH in usd over 30 days, fresh for a minute. */
+const setUp = Effect.gen(function*() {
+  yield* TestClock.setTime(NOW)
+  const memo = yield* RatesAnswerMemo
+  memo.remember({ symbols: ["BTC", "ETH"], currency: "usd", days: 30 }, body, NOW + 60_000)
+  return yield* ratesReadyAnswer
+})
+
+describe("ratesReadyAnswer", () => {
+  it.effect("answers getHistoricalExchangeRates", () =>
+    Effect.gen(function*() {
+      const ready = yield* setUp
+      assert.strictEqual(ready.operationId, "getHistoricalExchangeRates")
+      assert.strictEqual(ready.answer({ cryptos: ["BTC", "ETH"], currency: "usd", days: 30 }), body)
+    }).pipe(Effect.provide(RatesAnswerMemo.layer)))
+
+  it.effect("normalises as the handler does: case, duplicates, defaults; ignores extra members", () =>
+    Effect.gen(function*() {
+      const ready = yield* setUp
+      for (
+        const request of [
+          { cryptos: ["btc", "eth"] },
+          { cryptos: ["Btc", "ETH", "BTC", "eth"], currency: "USD" },
+          { cryptos: ["BTC", "ETH"], currency: "Usd", days: 30 },
+          { cryptos: ["BTC", "ETH"], note: "extra members are allowed (and ignored)" }
+        ]
+      ) assert.strictEqual(ready.answer(request), body, JSON.stringify(request))
+    }).pipe(Effect.provide(RatesAnswerMemo.layer)))
+
+  it.effect("refuses what the HttpApi would refuse, even when it would otherwise name the remembered query", () =>
+    Effect.gen(function*() {
+      const ready = yield* setUp
+      for (
+        const request of [
+          undefined,
+          null,
+          "BTC,ETH",
+          [],
+          {},
+          { cryptos: [] },
+          { cryptos: "BTC" },
+          { cryptos: ["BTC", "ETH"], days: "30" },
+          { cryptos: ["BTC", "ETH"], days: 30.5 },
+          { cryptos: ["BTC", "ETH"], days: 0 },
+          { cryptos: ["BTC", "ETH"], currency: "usd " },
+          { cryptos: ["BTC", "ETH"], currency: "u" },
+          { cryptos: ["BTC", "ETH", ""] },
+          { cryptos: ["BTC", "ETH", "B TC"] },
+          { cryptos: ["BTC", "ETH", 7] },
+          { cryptos: [...Array.from({ length: 50 }, () => "BTC"), "ETH"] }
+        ]
+      ) assert.isUndefined(ready.answer(request), JSON.stringify(request))
+    }).pipe(Effect.provide(RatesAnswerMemo.layer)))
+
+  it.effect("misses a query not remembered: other symbols, order, currency or days", () =>
+    Effect.gen(function*() {
+      const ready = yield* setUp
+      for (
+        const request of [
+          { cryptos: ["BTC"] },
+          { cryptos: ["ETH", "BTC"] },
+          { cryptos: ["BTC", "ETH", "SOL"] },
+          { cryptos: ["BTC", "ETH"], currency: "eur" },
+          { cryptos: ["BTC", "ETH"], days: 7 }
+        ]
+      ) assert.isUndefined(ready.answer(request), JSON.stringify(request))
+    }).pipe(Effect.provide(RatesAnswerMemo.layer)))
+
+  it.effect("misses once the remembered answer is past its freshness", () =>
+    Effect.gen(function*() {
+      const ready = yield* setUp
+      yield* TestClock.adjust("1 minute")
+      assert.isUndefined(ready.answer({ cryptos: ["BTC", "ETH"] }))
+    }).pipe(Effect.provide(RatesAnswerMemo.layer)))
+})
+
+describe("the handler remembers what it answers, only while it holds", () => {
+  /** The fake provider saying its answers hold until `freshUntil()`, counting how often it is asked. */
+  const counting = (freshUntil: () => number) => {
+    const calls = { historical: 0 }
+    const layer = Layer.effect(
+      RatesProvider,
+      Effect.map(RatesProvider, (inner) =>
+        RatesProvider.of({
+          historical: (query) =>
+            Effect.suspend(() => {
+              calls.historical++
+              return Effect.map(inner.historical(query), (answer) => ({ ...answer, freshUntil: freshUntil() }))
+            })
+        }))
+    ).pipe(Layer.provide(RatesProvider.layerTest))
+    return { layer, calls }
+  }
+  const post = (app: TestApp, body: unknown) =>
+    fetch(`${app.url}/api/v1/exchange-rates`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+
+  it("a fresh answer: asked once, then answered from the memo with the same bytes", async () => {
+    const rates = counting(() => Date.now() + 60_000)
+    const app = await startTestApp({ rates: rates.layer })
+    try {
+      const first = await post(app, { cryptos: ["SOL", "BTC"], currency: "eur", days: 3 })
+      assert.strictEqual(first.status, 200)
+      const again = await post(app, { cryptos: ["sol", "btc", "SOL"], currency: "EUR", days: 3 })
+      assert.strictEqual(again.status, 200)
+      assert.strictEqual(await again.text(), await first.text())
+      assert.strictEqual(rates.calls.historical, 1)
+    } finally {
+      await app.close()
+    }
+  })
+
+  it("an answer made of old copies (freshUntil 0), or a refusal, is asked for every time", async () => {
+    const rates = counting(() => 0)
+    const app = await startTestApp({ rates: rates.layer })
+    try {
+      for (let i = 0; i < 2; i++) assert.strictEqual((await post(app, { cryptos: ["ETH"] })).status, 200)
+      assert.strictEqual(rates.calls.historical, 2)
+      for (let i = 0; i < 2; i++) assert.strictEqual((await post(app, { cryptos: ["NOPE"] })).status, 400)
+      assert.strictEqual(rates.calls.historical, 4)
+    } finally {
+      await app.close()
+    }
+  })
+})
