@@ -8,7 +8,6 @@ import { request } from "node:http"
 import { Effect, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { RatesProvider } from "../../src/rates/RatesProvider.ts"
-import { RatesProviderTest } from "../../src/rates/RatesProviderTest.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { expectProblem } from "../support/problems.ts"
 
@@ -25,7 +24,7 @@ const counting = () => {
             return Effect.map(inner.historical(query), (answer) => ({ ...answer, freshUntil: Date.now() + 60_000 }))
           })
       }))
-  ).pipe(Layer.provide(RatesProviderTest.layer))
+  ).pipe(Layer.provide(RatesProvider.layerTest))
   return { layer, calls }
 }
 
