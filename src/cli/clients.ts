@@ -16,7 +16,7 @@
  * Results go to stdout as JSON; messages and logs go to stderr.
  */
 import { Effect, Layer, Logger, Redacted } from "effect"
-import { AppConfig } from "../config.ts"
+import { AppConfig } from "../config/AppConfig.ts"
 import { ClientRegistry, type IssuedCredentials, type OAuthClient } from "../oauth/ClientRegistry.ts"
 import { OAuthConfig } from "../oauth/OAuthConfig.ts"
 import { Scopes } from "../oauth/scopes.ts"

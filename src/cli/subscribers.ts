@@ -9,6 +9,8 @@
  */
 import { rename, writeFile } from "node:fs/promises"
 import * as path from "node:path"
+import { Effect } from "effect"
+import { dataDir as dataDirConfig } from "../config/read.ts"
 import { subscribersCsv } from "../newsletter/csv.ts"
 import { readSubscribers, subscribersPath } from "../newsletter/local.ts"
 
@@ -25,7 +27,8 @@ const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     return 2
   }
   let out: string | undefined
-  let dataDir = process.env.DATA_DIR?.trim() || "./data"
+  // The server's reading of DATA_DIR (from the ConfigProvider: the environment), so both find one list.
+  let dataDir = await Effect.runPromise(dataDirConfig)
   for (let i = 0; i < rest.length; i++) {
     const arg = rest[i]
     const value = rest[i + 1]

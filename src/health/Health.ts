@@ -4,7 +4,7 @@
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import type { HealthResponse } from "../api/schemas.ts"
-import { AppConfig } from "../config.ts"
+import { AppConfig } from "../config/AppConfig.ts"
 
 export class Health extends Context.Service<Health, {
   /** The report at `now` (epoch ms): uptime in fractional seconds since this instance started. */

@@ -1,11 +1,29 @@
 /**
- * Newsletter configuration (CONTRACT C2), read with the shared `EnvReader` so that start-up reports
- * every bad variable at once, each by name. Only the selected provider's variables are required.
+ * Newsletter configuration (CONTRACT C2), read from the current `ConfigProvider` so that start-up
+ * reports every bad variable at once, each by name. Only the selected provider's variables are read.
  */
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Config, Context, Effect, Layer, type Redacted } from "effect"
 import validator from "validator"
-import { type ConfigInvalid, type Env, EnvReader } from "../env.ts"
-import { type Locale, Locales } from "./Newsletter.ts"
+import { Locale as LocaleSchema } from "../api/schemas.ts"
+import type { ConfigInvalid } from "../config/ConfigInvalid.ts"
+import {
+  checked,
+  dataDir,
+  fromOptional,
+  httpUrl,
+  int,
+  isProduction,
+  oneOf,
+  parsed,
+  problem,
+  readAll,
+  required,
+  secret
+} from "../config/read.ts"
+
+type Locale = typeof LocaleSchema.Type
+/** The contract's locales (the subscribe request's `locale`): each needs its template or list. */
+const Locales: ReadonlyArray<Locale> = LocaleSchema.literals
 
 export const NewsletterProviders = ["brevo", "listmonk", "local"] as const
 export type NewsletterProviderName = (typeof NewsletterProviders)[number]
@@ -38,8 +56,6 @@ export interface CallPolicy {
 }
 
 interface Common {
-  readonly appEnv: string
-  readonly isProduction: boolean
   readonly dataDir: string
   readonly call: CallPolicy
 }
@@ -49,122 +65,115 @@ export type NewsletterConfigShape =
   | (Common & { readonly provider: "listmonk"; readonly listmonk: ListmonkSettings })
   | (Common & { readonly provider: "local" })
 
-export const readNewsletterConfig = (env: Env): Effect.Effect<NewsletterConfigShape, ConfigInvalid> => {
-  const r = new EnvReader(env)
-  const appEnv = r.string("APP_ENV", "development")
-  const isProduction = appEnv === "production"
-  const provider = r.oneOf("NEWSLETTER_PROVIDER", NewsletterProviders, "local")
-  const attemptTimeoutMs = r.int("NEWSLETTER_TIMEOUT_MS", 5_000, 10, 60_000)
-  const deadlineMs = r.int("NEWSLETTER_DEADLINE_MS", 8_000, 10, 120_000)
-  if (deadlineMs < attemptTimeoutMs) {
-    r.problems.push(
-      `NEWSLETTER_DEADLINE_MS: must be at least NEWSLETTER_TIMEOUT_MS (${attemptTimeoutMs}), got ${deadlineMs}`
-    )
-  }
-  const common: Common = {
-    appEnv,
-    isProduction,
-    dataDir: r.string("DATA_DIR", "./data"),
-    call: { attemptTimeoutMs, deadlineMs, retries: r.int("NEWSLETTER_RETRIES", 2, 0, 5) }
-  }
-  switch (provider) {
-    case "brevo":
-      return r.done({ ...common, provider, brevo: readBrevo(r) })
-    case "listmonk":
-      return r.done({ ...common, provider, listmonk: readListmonk(r) })
-    case "local": {
-      if (isProduction) {
-        r.problems.push(
-          `NEWSLETTER_PROVIDER: "local" ${r.raw("NEWSLETTER_PROVIDER") === undefined ? "(the default) " : ""}` +
-            `keeps subscribers in a file and is refused when APP_ENV=production; set it to brevo or listmonk`
-        )
-      }
-      return r.done({ ...common, provider })
-    }
-  }
-}
+const provider = oneOf("NEWSLETTER_PROVIDER", NewsletterProviders, "local")
 
-const readBrevo = (r: EnvReader): BrevoSettings => {
-  const why = "when NEWSLETTER_PROVIDER=brevo"
-  r.require("BREVO_API_KEY", why)
-  r.require("BREVO_LIST_IDS", why)
-  r.require("BREVO_DOI_TEMPLATES", why)
-  r.require("BREVO_DOI_REDIRECT_URL", why)
-  const listIds: Array<number> = []
-  for (const part of (r.raw("BREVO_LIST_IDS")?.split(",") ?? []).map((p) => p.trim())) {
-    const id = positiveInt(part)
-    if (id === undefined) r.problems.push(`BREVO_LIST_IDS: expected comma-separated positive integers, bad entry "${part}"`)
-    else if (!listIds.includes(id)) listIds.push(id)
-  }
-  const templates = perLocale(r, "BREVO_DOI_TEMPLATES", "a positive template id", positiveInt, 0)
-  return {
-    baseUrl: r.url("BREVO_BASE_URL", "https://api.brevo.com/v3"),
-    // When missing, `require` has recorded the problem and `done` fails; the placeholder is never used.
-    apiKey: r.secret("BREVO_API_KEY") ?? Redacted.make(""),
-    listIds,
-    templates,
-    redirectUrl: absoluteUrl(r, "BREVO_DOI_REDIRECT_URL")
-  }
-}
-
-const readListmonk = (r: EnvReader): ListmonkSettings => {
-  const why = "when NEWSLETTER_PROVIDER=listmonk"
-  r.require("LISTMONK_URL", why)
-  r.require("LISTMONK_LISTS", why)
-  const url = r.raw("LISTMONK_URL") === undefined ? "" : r.url("LISTMONK_URL", "")
-  const lists = perLocale(r, "LISTMONK_LISTS", "a list UUID", (v) => validator.isUUID(v) ? v.toLowerCase() : undefined, "")
-  return { url, lists }
-}
-
-/** `es:11,en:12,...`: every locale must be present, each value valid. */
-const perLocale = <A>(
-  r: EnvReader,
-  name: string,
-  what: string,
-  parse: (value: string) => A | undefined,
-  placeholder: A
-): Record<Locale, A> => {
-  const raw = r.raw(name)
-  const pairs = r.pairs(name, Locales)
-  const out = {} as Record<Locale, A>
-  const missing: Array<Locale> = []
-  for (const locale of Locales) {
-    const value = pairs.get(locale)
-    if (value === undefined) {
-      missing.push(locale)
-      out[locale] = placeholder
-      continue
-    }
-    const parsed = parse(value)
-    if (parsed === undefined) r.problems.push(`${name}: locale "${locale}" needs ${what}, got "${value}"`)
-    out[locale] = parsed ?? placeholder
-  }
-  // A missing variable is already reported by `require`; only a partial one needs this line.
-  if (raw !== undefined && missing.length > 0) {
-    r.problems.push(`${name}: missing locale(s) ${missing.join(", ")}; every locale (${Locales.join(", ")}) needs ${what}`)
-  }
-  return out
-}
+// The deadline rule reads only the two bounds, so a bad NEWSLETTER_RETRIES does not hide it.
+const callPolicy: Effect.Effect<CallPolicy, ConfigInvalid> = Effect.map(
+  readAll({
+    bounds: checked(
+      readAll({
+        attemptTimeoutMs: int("NEWSLETTER_TIMEOUT_MS", 5_000, 10, 60_000),
+        deadlineMs: int("NEWSLETTER_DEADLINE_MS", 8_000, 10, 120_000)
+      }),
+      ({ attemptTimeoutMs, deadlineMs }) =>
+        deadlineMs < attemptTimeoutMs
+          ? [`NEWSLETTER_DEADLINE_MS: must be at least NEWSLETTER_TIMEOUT_MS (${attemptTimeoutMs}), got ${deadlineMs}`]
+          : []
+    ),
+    retries: int("NEWSLETTER_RETRIES", 2, 0, 5)
+  }),
+  ({ bounds, retries }) => ({ ...bounds, retries })
+)
 
 const positiveInt = (value: string): number | undefined => {
   const n = Number(value)
   return /^\d+$/.test(value) && Number.isSafeInteger(n) && n > 0 ? n : undefined
 }
 
-/** Kept verbatim (a trailing slash may matter to the landing page), unlike `EnvReader.url`. */
-const absoluteUrl = (r: EnvReader, name: string): string => {
-  const value = r.raw(name)
-  if (value === undefined) return ""
-  if (!URL.canParse(value) || !/^https?:$/.test(new URL(value).protocol)) {
-    r.problems.push(`${name}: expected an absolute http(s) URL, got "${value}"`)
+/** `es:11,en:12,...`: every locale once, no other key, each value valid; the line says what is wrong. */
+const perLocale = <A>(name: string, what: string, parse: (value: string) => A | undefined) =>
+  Config.String(name).pipe(Config.flatMap((raw) => {
+    const out: Partial<Record<Locale, A>> = {}
+    const bad: Array<string> = []
+    for (const part of raw.split(",").map((p) => p.trim())) {
+      const i = part.indexOf(":")
+      const key = part.slice(0, i).trim()
+      const value = parse(part.slice(i + 1).trim())
+      if (i > 0 && value !== undefined && (Locales as ReadonlyArray<string>).includes(key)) out[key as Locale] = value
+      else bad.push(part)
+    }
+    const missing = Locales.filter((l) => out[l] === undefined && !bad.some((b) => b.startsWith(`${l}:`)))
+    if (bad.length === 0 && missing.length === 0) return Config.succeed(out as Record<Locale, A>)
+    const details = [
+      ...(bad.length > 0 ? [`bad entries: ${bad.map((b) => JSON.stringify(b)).join(", ")}`] : []),
+      ...(missing.length > 0 ? [`missing locale(s): ${missing.join(", ")}`] : [])
+    ]
+    return problem(
+      `${name}: expected ${what} for each locale (${Locales.join(", ")}) as "es:…,en:…", got ${JSON.stringify(raw)}` +
+        ` (${details.join("; ")})`
+    )
+  }))
+
+const brevo: Effect.Effect<BrevoSettings, ConfigInvalid> = Effect.suspend(() => {
+  const why = "when NEWSLETTER_PROVIDER=brevo"
+  return readAll({
+    baseUrl: httpUrl("BREVO_BASE_URL").pipe(Config.withDefault("https://api.brevo.com/v3")),
+    apiKey: secret("BREVO_API_KEY").pipe(required("BREVO_API_KEY", why)),
+    listIds: parsed("BREVO_LIST_IDS", "comma-separated positive integers", (raw) => {
+      const ids = raw.split(",").map((p) => positiveInt(p.trim()))
+      return fromOptional(ids.every((id) => id !== undefined) ? [...new Set(ids)] : undefined)
+    }).pipe(required("BREVO_LIST_IDS", why)),
+    templates: perLocale("BREVO_DOI_TEMPLATES", "a positive template id", positiveInt).pipe(
+      required("BREVO_DOI_TEMPLATES", why)
+    ),
+    // Kept verbatim, unlike `httpUrl` (a trailing slash may matter to the landing page).
+    redirectUrl: parsed(
+      "BREVO_DOI_REDIRECT_URL",
+      "an absolute http(s) URL",
+      (raw) => fromOptional(URL.canParse(raw) && /^https?:$/.test(new URL(raw).protocol) ? raw : undefined)
+    ).pipe(required("BREVO_DOI_REDIRECT_URL", why))
+  })
+})
+
+const listmonk: Effect.Effect<ListmonkSettings, ConfigInvalid> = Effect.suspend(() => {
+  const why = "when NEWSLETTER_PROVIDER=listmonk"
+  return readAll({
+    url: httpUrl("LISTMONK_URL").pipe(required("LISTMONK_URL", why)),
+    lists: perLocale("LISTMONK_LISTS", "a list UUID", (v) => (validator.isUUID(v) ? v.toLowerCase() : undefined)).pipe(
+      required("LISTMONK_LISTS", why)
+    )
+  })
+})
+
+/** The provider and its settings; the local list is refused in production (its one place: here). */
+const selected = Effect.gen(function*() {
+  const name = yield* provider
+  switch (name) {
+    case "brevo":
+      return { provider: name, brevo: yield* brevo } as const
+    case "listmonk":
+      return { provider: name, listmonk: yield* listmonk } as const
+    case "local": {
+      if (yield* isProduction) {
+        const byDefault = (yield* Effect.option(Config.String("NEWSLETTER_PROVIDER")))._tag === "None"
+        return yield* problem(
+          `NEWSLETTER_PROVIDER: "local" ${byDefault ? "(the default) " : ""}keeps subscribers in a file and is ` +
+            `refused when APP_ENV=production; set it to brevo or listmonk`
+        )
+      }
+      return { provider: name } as const
+    }
   }
-  return value
-}
+})
+
+export const readNewsletterConfig: Effect.Effect<NewsletterConfigShape, ConfigInvalid> = Effect.map(
+  readAll({ dataDir, call: callPolicy, selected }),
+  ({ dataDir, call, selected }) => ({ dataDir, call, ...selected })
+)
 
 export class NewsletterConfig extends Context.Service<NewsletterConfig, NewsletterConfigShape>()(
   "app/NewsletterConfig"
 ) {
-  static readonly layer = Layer.effect(NewsletterConfig, Effect.suspend(() => readNewsletterConfig(process.env)))
-  /** For tests: configuration from an explicit environment, never the process's. */
-  static readonly layerFrom = (env: Env) => Layer.effect(NewsletterConfig, readNewsletterConfig(env))
+  /** From the current `ConfigProvider`: the process environment, or a test's (test/support/config.ts). */
+  static readonly layer = Layer.effect(NewsletterConfig, readNewsletterConfig)
 }

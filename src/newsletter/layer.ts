@@ -4,7 +4,7 @@
  */
 import { Effect, Layer } from "effect"
 import { HttpClient } from "effect/http"
-import type { ConfigInvalid } from "../env.ts"
+import type { ConfigInvalid } from "../config/ConfigInvalid.ts"
 import { makeBrevo } from "./brevo.ts"
 import { makeListmonk } from "./listmonk.ts"
 import { makeLocal } from "./local.ts"
@@ -34,7 +34,7 @@ export const NewsletterLive: Layer.Layer<Newsletter, ConfigInvalid, NewsletterCo
     })
   )
 
-/** `NewsletterLive` with its configuration read from `process.env`; needs only an `HttpClient`. */
+/** `NewsletterLive` with its configuration from the current `ConfigProvider`; needs only an `HttpClient`. */
 export const NewsletterLayer: Layer.Layer<Newsletter, ConfigInvalid, HttpClient.HttpClient> = NewsletterLive.pipe(
   Layer.provide(NewsletterConfig.layer)
 )

@@ -14,7 +14,7 @@
 import { type FileHandle, mkdir, open, readFile } from "node:fs/promises"
 import * as path from "node:path"
 import { Clock, Effect, Result, Schema, Semaphore } from "effect"
-import { ConfigInvalid } from "../env.ts"
+import { ConfigInvalid } from "../config/ConfigInvalid.ts"
 import { maskEmail, validateEmail } from "./email.ts"
 import {
   type Locale,
@@ -91,25 +91,15 @@ export const readSubscribers = async (
 
 export interface LocalOptions {
   readonly dataDir: string
-  readonly isProduction: boolean
 }
 
 /**
  * Opens (creating if needed) the list and returns the service. Fails with a configuration problem
- * naming NEWSLETTER_PROVIDER in production, or DATA_DIR when the directory cannot be used.
+ * naming DATA_DIR when the directory cannot be used (production is refused by NewsletterConfig).
  * The descriptor is closed when the layer's scope closes.
  */
 export const makeLocal = (options: LocalOptions) =>
   Effect.gen(function*() {
-    if (options.isProduction) {
-      return yield* Effect.fail(
-        new ConfigInvalid({
-          problems: [
-            `NEWSLETTER_PROVIDER: "local" keeps subscribers in a file and is refused when APP_ENV=production; set it to brevo or listmonk`
-          ]
-        })
-      )
-    }
     const file = subscribersPath(options.dataDir)
     const handle = yield* Effect.acquireRelease(
       Effect.tryPromise({

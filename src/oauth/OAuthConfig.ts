@@ -1,5 +1,7 @@
 /**
- * OAuth settings read from the environment (CONTRACT C2 style: every bad variable is named).
+ * OAuth settings read from the current `ConfigProvider` (CONTRACT C2: every bad variable is named).
+ * With APP_ENV=production, key material this very start would generate (lost with the container,
+ * different on every instance) is refused: the pepper and the signing keys must be configured.
  *
  * | variable | default | meaning |
  * |---|---|---|
@@ -9,9 +11,9 @@
  * | `OAUTH_MAX_FAILURES_PER_MIN` | `10` | failed token requests allowed per IP and per client id per minute |
  */
 import * as path from "node:path"
-import { Context, Effect, Layer, Redacted } from "effect"
-import { AppConfig } from "../config.ts"
-import { type ConfigInvalid, type Env, EnvReader } from "../env.ts"
+import { Config, Context, Effect, Layer, Redacted } from "effect"
+import type { ConfigInvalid } from "../config/ConfigInvalid.ts"
+import { dataDir, int, isProduction, optional, problem, readAll, secret, text } from "../config/read.ts"
 
 export interface OAuthConfigShape {
   readonly clientsFile: string
@@ -81,50 +83,56 @@ export const parseConfiguredJwks = (
   return { keys: out }
 }
 
-export const readOAuthConfig = (
-  env: Env,
-  dataDir: string
-): Effect.Effect<OAuthConfigShape, ConfigInvalid> => {
-  const r = new EnvReader(env)
-  const oauthDir = path.join(dataDir, "oauth")
-  const pepper = r.secret("OAUTH_SECRET_PEPPER")
-  if (pepper !== undefined && Redacted.value(pepper).length < 32) {
-    r.problems.push("OAUTH_SECRET_PEPPER: must be at least 32 characters (use 32 random bytes, base64url)")
-  }
-  const keysText = r.optional("OAUTH_SIGNING_KEYS")
-  let signingKeys: OAuthConfigShape["signingKeys"]
-  if (keysText !== undefined) {
-    const parsed = parseConfiguredJwks("OAUTH_SIGNING_KEYS", keysText)
-    if ("problem" in parsed) r.problems.push(parsed.problem)
-    else signingKeys = Redacted.make(parsed.keys, { label: "OAUTH_SIGNING_KEYS" })
-  }
-  return r.done({
-    clientsFile: path.resolve(r.string("OAUTH_CLIENTS_FILE", path.join(oauthDir, "clients.json"))),
-    pepperFile: path.resolve(oauthDir, "pepper"),
-    pepper,
-    signingKeysFile: path.resolve(oauthDir, "signing-keys.json"),
-    signingKeys,
-    maxFailuresPerMinute: r.int("OAUTH_MAX_FAILURES_PER_MIN", 10, 1, 10_000),
-    reloadIntervalMs: 1000
+const inProduction = (name: string, what: string) =>
+  `${name}: required in production (APP_ENV=production): without it ${what} would be generated at start-up, ` +
+  `lost with the container and different on every instance`
+
+const pepper = secret("OAUTH_SECRET_PEPPER").pipe(
+  Config.flatMap((p) =>
+    Redacted.value(p).length >= 32
+      ? Config.succeed(p)
+      : problem("OAUTH_SECRET_PEPPER: must be at least 32 characters (use 32 random bytes, base64url); value not shown")
+  )
+)
+
+const signingKeys = secret("OAUTH_SIGNING_KEYS").pipe(
+  Config.flatMap((text) => {
+    const parsed = parseConfiguredJwks("OAUTH_SIGNING_KEYS", Redacted.value(text))
+    return "problem" in parsed
+      ? problem(parsed.problem)
+      : Config.succeed(Redacted.make(parsed.keys, { label: "OAUTH_SIGNING_KEYS" }))
   })
-}
+)
+
+/** Absent in production → the problem naming the variable to set (this rule's one place). */
+const requiredInProduction = <A>(name: string, what: string, self: Config.Config<A>) =>
+  Effect.gen(function*() {
+    const value = yield* optional(self)
+    if (value === undefined && (yield* isProduction)) return yield* problem(inProduction(name, what))
+    return value
+  })
+
+export const readOAuthConfig: Effect.Effect<OAuthConfigShape, ConfigInvalid> = Effect.gen(function*() {
+  const c = yield* readAll({
+    dataDir,
+    clientsFile: text("OAUTH_CLIENTS_FILE", ""),
+    pepper: requiredInProduction("OAUTH_SECRET_PEPPER", "the client-secret pepper", pepper),
+    signingKeys: requiredInProduction("OAUTH_SIGNING_KEYS", "the token signing keys", signingKeys),
+    maxFailuresPerMinute: int("OAUTH_MAX_FAILURES_PER_MIN", 10, 1, 10_000)
+  })
+  const oauthDir = path.join(c.dataDir, "oauth")
+  return {
+    clientsFile: path.resolve(c.clientsFile || path.join(oauthDir, "clients.json")),
+    pepperFile: path.resolve(oauthDir, "pepper"),
+    pepper: c.pepper,
+    signingKeysFile: path.resolve(oauthDir, "signing-keys.json"),
+    signingKeys: c.signingKeys,
+    maxFailuresPerMinute: c.maxFailuresPerMinute,
+    reloadIntervalMs: 1000
+  }
+})
 
 export class OAuthConfig extends Context.Service<OAuthConfig, OAuthConfigShape>()("app/oauth/OAuthConfig") {
-  /** From the process environment; `DATA_DIR` comes from `AppConfig`. */
-  static readonly layer = Layer.effect(
-    OAuthConfig,
-    Effect.gen(function*() {
-      const app = yield* AppConfig
-      return yield* Effect.suspend(() => readOAuthConfig(process.env, app.dataDir))
-    })
-  )
-  /** For tests: an explicit environment, never the process's. */
-  static readonly layerFrom = (env: Env) =>
-    Layer.effect(
-      OAuthConfig,
-      Effect.gen(function*() {
-        const app = yield* AppConfig
-        return yield* readOAuthConfig(env, app.dataDir)
-      })
-    )
+  /** From the current `ConfigProvider`: the process environment, or a test's (test/support/config.ts). */
+  static readonly layer = Layer.effect(OAuthConfig, readOAuthConfig)
 }

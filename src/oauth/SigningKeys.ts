@@ -18,7 +18,7 @@
  */
 import { Clock, Context, Effect, Layer, Redacted } from "effect"
 import * as jose from "jose"
-import { ConfigInvalid } from "../env.ts"
+import { ConfigInvalid } from "../config/ConfigInvalid.ts"
 import { KeyRotationUnavailable, OAuthStorageError } from "./errors.ts"
 import { fileSignature, readOrCreate, readTextIfExists, withFileLock, writeFileAtomic } from "./files.ts"
 import { OAuthConfig, type PrivateOrPublicEcJwk } from "./OAuthConfig.ts"

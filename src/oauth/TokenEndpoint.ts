@@ -24,7 +24,7 @@
  *   in one `application/json` object; oauth4webapi rejects `application/problem+json` on this endpoint.
  */
 import { Context, Effect, Layer, Redacted } from "effect"
-import { AppConfig } from "../config.ts"
+import { AppConfig } from "../config/AppConfig.ts"
 import { ClientRegistry } from "./ClientRegistry.ts"
 import { FailureLimiter, ipKey, type LimitStatus } from "./FailureLimiter.ts"
 import { parseScopeString, type Scope } from "./scopes.ts"

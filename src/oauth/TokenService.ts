@@ -11,7 +11,7 @@
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import * as jose from "jose"
-import { AppConfig } from "../config.ts"
+import { AppConfig } from "../config/AppConfig.ts"
 import { InvalidToken, type InvalidTokenReason } from "./errors.ts"
 import { ClientRegistry } from "./ClientRegistry.ts"
 import { canonicalScopes, formatScopes, parseScopeString, type Scope } from "./scopes.ts"

@@ -3,7 +3,6 @@
  * uses `TokenEndpoint`, `BearerAuth`, `SigningKeys.jwks()` and `discoveryDocument(config)`.
  */
 import { Layer } from "effect"
-import type { Env } from "../env.ts"
 import { BearerAuth } from "./BearerAuth.ts"
 import { ClientRegistry, type CreateClientInput } from "./ClientRegistry.ts"
 import { FailureLimiter } from "./FailureLimiter.ts"
@@ -29,11 +28,8 @@ const assemble = <E, R>(base: Layer.Layer<ClientRegistry | SigningKeys | Failure
 
 const fileBacked = Layer.mergeAll(ClientRegistry.layer, SigningKeys.layer, FailureLimiter.layer)
 
-/** Live: registry, pepper and keys under DATA_DIR (or from OAUTH_* variables of the process environment). */
+/** Live: registry, pepper and keys under DATA_DIR (or from OAUTH_* variables of the current ConfigProvider). */
 export const OAuthLive = assemble(fileBacked).pipe(Layer.provideMerge(OAuthConfig.layer))
-
-/** Like `OAuthLive` but with OAUTH_* variables from an explicit environment (tests). */
-export const oauthLayerFrom = (env: Env) => assemble(fileBacked).pipe(Layer.provideMerge(OAuthConfig.layerFrom(env)))
 
 /**
  * In memory, for HTTP tests: the given clients (fixed ids and secrets allowed), one ephemeral signing
@@ -50,20 +46,3 @@ export const oauthTestLayer = (options: {
       FailureLimiter.layerMemory({ limit: options.maxFailuresPerMinute ?? 10, windowSeconds: 60 })
     )
   )
-
-/**
- * What a production start-up should refuse (CONTRACT C2 "strict start-up checks"): key material or a
- * pepper that this very start generated, which would not survive a fresh container or be shared by
- * several instances.
- */
-export const oauthProductionProblems = (state: {
-  readonly keysOrigin: SigningKeys["Service"]["origin"]
-  readonly pepperOrigin: ClientRegistry["Service"]["pepperOrigin"]
-}): ReadonlyArray<string> => [
-  ...(state.keysOrigin === "configured" || state.keysOrigin === "file"
-    ? []
-    : [`OAUTH_SIGNING_KEYS: required in production (signing keys were ${state.keysOrigin} at start-up)`]),
-  ...(state.pepperOrigin === "configured" || state.pepperOrigin === "file"
-    ? []
-    : [`OAUTH_SECRET_PEPPER: required in production (the secret pepper was ${state.pepperOrigin} at start-up)`])
-]

@@ -1,9 +1,10 @@
 /**
- * Settings of the CoinGecko rates upstream (CONTRACT C2) and the knobs of our upstream economy.
- * Read with the shared `EnvReader`, so every bad variable is reported by name at start-up.
+ * Settings of the CoinGecko rates upstream (CONTRACT C2) and the knobs of our upstream economy, read
+ * from the current `ConfigProvider`; every bad variable is reported by name at start-up.
  */
-import { Context, Effect, Layer, type Redacted } from "effect"
-import { type ConfigInvalid, type Env, EnvReader } from "../env.ts"
+import { Config, Context, Effect, Layer, Option, type Redacted } from "effect"
+import type { ConfigInvalid } from "../config/ConfigInvalid.ts"
+import { httpUrl, int, oneOf, optional, readAll, required, secret } from "../config/read.ts"
 
 export const COINGECKO_DEMO_BASE_URL = "https://api.coingecko.com/api/v3"
 export const COINGECKO_PRO_BASE_URL = "https://pro-api.coingecko.com/api/v3"
@@ -38,35 +39,36 @@ export interface RatesConfigShape {
   readonly staleTtlHours: number
 }
 
-export const readRatesConfig = (env: Env): Effect.Effect<RatesConfigShape, ConfigInvalid> => {
-  const r = new EnvReader(env)
-  const apiPlan = r.oneOf("COINGECKO_API_PLAN", ["demo", "pro"] as const, "demo")
-  const apiKey = r.secret("COINGECKO_API_KEY")
-  // A pro key is refused on the demo host (CoinGecko error 10010), so the default host follows the plan.
-  const baseUrl = r.url("COINGECKO_BASE_URL", apiPlan === "pro" ? COINGECKO_PRO_BASE_URL : COINGECKO_DEMO_BASE_URL)
-  if (apiPlan === "pro") r.require("COINGECKO_API_KEY", "when COINGECKO_API_PLAN is pro")
-  const attemptTimeoutMs = r.int("COINGECKO_TIMEOUT_MS", 3_000, 50, 60_000)
-  const requestBudgetMs = r.int("COINGECKO_REQUEST_BUDGET_MS", 9_000, 100, 60_000)
-  return r.done({
-    baseUrl,
-    apiKey,
+const apiPlan = oneOf("COINGECKO_API_PLAN", ["demo", "pro"] as const, "demo")
+
+export const readRatesConfig: Effect.Effect<RatesConfigShape, ConfigInvalid> = Effect.gen(function*() {
+  // The plan decides the default host and whether a key is required: read it first, on its own.
+  const plan = yield* Effect.option(apiPlan)
+  const pro = Option.getOrUndefined(plan) === "pro"
+  return yield* readAll({
     apiPlan,
-    attemptTimeoutMs,
-    requestBudgetMs,
-    retries: r.int("COINGECKO_RETRIES", 2, 0, 5),
-    retryBaseDelayMs: r.int("COINGECKO_RETRY_BASE_MS", 200, 0, 10_000),
-    maxConcurrency: r.int("COINGECKO_MAX_CONCURRENCY", 4, 1, 64),
-    callsPerMinute: r.int("COINGECKO_CALLS_PER_MIN", 30, 1, 10_000),
-    breakerFailures: r.int("COINGECKO_BREAKER_FAILURES", 5, 1, 1_000),
-    breakerOpenMs: r.int("COINGECKO_BREAKER_OPEN_MS", 30_000, 100, 3_600_000),
-    defaultRetryAfterSeconds: r.int("COINGECKO_DEFAULT_RETRY_AFTER_S", 60, 1, 3_600),
-    latestTtlSeconds: r.int("COINGECKO_LATEST_TTL_S", 60, 1, 3_600),
-    staleTtlHours: r.int("COINGECKO_STALE_TTL_H", 168, 1, 24 * 90)
+    // A pro key is refused on the demo host (CoinGecko error 10010), so the default host follows the plan.
+    baseUrl: httpUrl("COINGECKO_BASE_URL").pipe(
+      Config.withDefault(pro ? COINGECKO_PRO_BASE_URL : COINGECKO_DEMO_BASE_URL)
+    ),
+    apiKey: pro
+      ? secret("COINGECKO_API_KEY").pipe(required("COINGECKO_API_KEY", "when COINGECKO_API_PLAN is pro"))
+      : optional(secret("COINGECKO_API_KEY")),
+    attemptTimeoutMs: int("COINGECKO_TIMEOUT_MS", 3_000, 50, 60_000),
+    requestBudgetMs: int("COINGECKO_REQUEST_BUDGET_MS", 9_000, 100, 60_000),
+    retries: int("COINGECKO_RETRIES", 2, 0, 5),
+    retryBaseDelayMs: int("COINGECKO_RETRY_BASE_MS", 200, 0, 10_000),
+    maxConcurrency: int("COINGECKO_MAX_CONCURRENCY", 4, 1, 64),
+    callsPerMinute: int("COINGECKO_CALLS_PER_MIN", 30, 1, 10_000),
+    breakerFailures: int("COINGECKO_BREAKER_FAILURES", 5, 1, 1_000),
+    breakerOpenMs: int("COINGECKO_BREAKER_OPEN_MS", 30_000, 100, 3_600_000),
+    defaultRetryAfterSeconds: int("COINGECKO_DEFAULT_RETRY_AFTER_S", 60, 1, 3_600),
+    latestTtlSeconds: int("COINGECKO_LATEST_TTL_S", 60, 1, 3_600),
+    staleTtlHours: int("COINGECKO_STALE_TTL_H", 168, 1, 24 * 90)
   })
-}
+})
 
 export class RatesConfig extends Context.Service<RatesConfig, RatesConfigShape>()("app/RatesConfig") {
-  static readonly layer = Layer.effect(RatesConfig, Effect.suspend(() => readRatesConfig(process.env)))
-  /** For tests: configuration from an explicit environment, never the process's. */
-  static readonly layerFrom = (env: Env) => Layer.effect(RatesConfig, readRatesConfig(env))
+  /** From the current `ConfigProvider`: the process environment, or a test's (test/support/config.ts). */
+  static readonly layer = Layer.effect(RatesConfig, readRatesConfig)
 }

@@ -5,7 +5,7 @@
 import { Result } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { type BrevoEmulator, type FaultMode, startBrevoEmulator } from "../emulators/brevo.ts"
-import type { Env } from "../../src/env.ts"
+import type { Env } from "../support/config.ts"
 import { validateEmail } from "../../src/newsletter/email.ts"
 import type { Locale } from "../../src/newsletter/Newsletter.ts"
 import { LOCALES, type LiveNewsletter, liveNewsletter } from "./helpers.ts"

@@ -4,15 +4,19 @@
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Exit, Layer, Logger, ManagedRuntime } from "effect"
-import type { Env } from "../../src/env.ts"
+import { configFrom, type Env } from "../support/config.ts"
 import { Newsletter, type SubscribeInput } from "../../src/newsletter/Newsletter.ts"
 import { NewsletterConfig } from "../../src/newsletter/NewsletterConfig.ts"
 import { NewsletterLive } from "../../src/newsletter/layer.ts"
 
 export const LOCALES = ["es", "en", "fr", "it", "pt"] as const
 
-export const layerFrom = (env: Env) =>
-  NewsletterLive.pipe(Layer.provide(NewsletterConfig.layerFrom(env)), Layer.provide(NodeHttpClient.layerUndici))
+export const liveLayer = (env: Env) =>
+  NewsletterLive.pipe(
+    Layer.provide(NewsletterConfig.layer),
+    Layer.provide(NodeHttpClient.layerUndici),
+    Layer.provide(configFrom(env))
+  )
 
 export interface LiveNewsletter {
   /** The outcome, or the failure's `_tag` and `reason`, plus the elapsed milliseconds. */
@@ -32,7 +36,7 @@ export const liveNewsletter = async (env: Env): Promise<LiveNewsletter> => {
   const collector = Logger.make((options) => {
     lines.push(String(Logger.formatJson.log(options)))
   })
-  const runtime = ManagedRuntime.make(Layer.mergeAll(layerFrom(env), Logger.layer([collector])))
+  const runtime = ManagedRuntime.make(Layer.mergeAll(liveLayer(env), Logger.layer([collector])))
   await runtime.runPromise(Effect.void)
   return {
     subscribe: async (input) => {
@@ -52,7 +56,7 @@ export const liveNewsletter = async (env: Env): Promise<LiveNewsletter> => {
 
 /** Builds the layer and reports the construction failure's message, or undefined if it succeeded. */
 export const buildError = async (env: Env): Promise<string | undefined> => {
-  const exit = await Effect.runPromiseExit(Effect.scoped(Layer.build(layerFrom(env))))
+  const exit = await Effect.runPromiseExit(Effect.scoped(Layer.build(liveLayer(env))))
   if (Exit.isSuccess(exit)) return undefined
   const fail = exit.cause.reasons.find((r) => r._tag === "Fail")
   return fail !== undefined && fail._tag === "Fail" ? fail.error.message : String(exit.cause)

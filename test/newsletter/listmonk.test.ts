@@ -4,7 +4,7 @@
 import { Result } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { type FaultMode, type ListmonkEmulator, startListmonkEmulator } from "../emulators/listmonk.ts"
-import type { Env } from "../../src/env.ts"
+import type { Env } from "../support/config.ts"
 import { validateEmail } from "../../src/newsletter/email.ts"
 import type { Locale } from "../../src/newsletter/Newsletter.ts"
 import { LOCALES, type LiveNewsletter, liveNewsletter } from "./helpers.ts"

@@ -4,10 +4,10 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Clock, Duration, Effect, Layer, ManagedRuntime } from "effect"
 import { afterAll } from "vitest"
-import { AppConfig } from "../../src/config.ts"
-import type { Env } from "../../src/env.ts"
+import { AppConfig } from "../../src/config/AppConfig.ts"
+import { configFrom, type Env } from "../support/config.ts"
 import type { CreateClientInput } from "../../src/oauth/ClientRegistry.ts"
-import { oauthLayerFrom, oauthTestLayer } from "../../src/oauth/layers.ts"
+import { OAuthLive, oauthTestLayer } from "../../src/oauth/layers.ts"
 
 export const BASE = "https://api.example.test"
 export const AUDIENCE = `${BASE}/api`
@@ -16,8 +16,9 @@ export const AUDIENCE = `${BASE}/api`
 export const SPECIAL_ID = "svc-client_1.a~b:+%& é名"
 export const SPECIAL_SECRET = "S3cr3t-_+/=:%&é ü 🔑 ~."
 
-export const appConfigLayer = (env: Env = {}) =>
-  AppConfig.layerFrom({ PUBLIC_BASE_URL: BASE, TOKEN_TTL_SECONDS: "900", ...env })
+const testEnv = (env: Env): Env => ({ PUBLIC_BASE_URL: BASE, TOKEN_TTL_SECONDS: "900", ...env })
+
+export const appConfigLayer = (env: Env = {}) => AppConfig.layer.pipe(Layer.provide(configFrom(testEnv(env))))
 
 const created: Array<string> = []
 // Registered in the root suite of each test file that imports these helpers.
@@ -66,7 +67,7 @@ export const memoryRuntime = (options: {
 
 /** File-backed OAuth core on `dataDir`, like production, with OAUTH_* variables from `env`. */
 export const fileRuntime = (dataDir: string, env: Env = {}, clock?: ReturnType<typeof makeFakeClock>) => {
-  const core = oauthLayerFrom(env).pipe(Layer.provideMerge(appConfigLayer({ DATA_DIR: dataDir, ...env })))
+  const core = OAuthLive.pipe(Layer.provideMerge(AppConfig.layer), Layer.provide(configFrom(testEnv({ DATA_DIR: dataDir, ...env }))))
   return ManagedRuntime.make(clock === undefined ? core : core.pipe(Layer.provideMerge(clock.layer)))
 }
 

@@ -1,11 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { readRatesConfig } from "../../src/rates/RatesConfig.ts"
+import { configFrom, type Env } from "../support/config.ts"
+
+const read = (env: Env) => readRatesConfig.pipe(Effect.provide(configFrom(env)))
 
 describe("RatesConfig", () => {
   it.effect("defaults: CoinGecko demo host, 30 calls/min, a request budget under 10 s", () =>
     Effect.gen(function*() {
-      const config = yield* readRatesConfig({})
+      const config = yield* read({})
       assert.strictEqual(config.baseUrl, "https://api.coingecko.com/api/v3")
       assert.strictEqual(config.apiPlan, "demo")
       assert.strictEqual(config.apiKey, undefined)
@@ -15,17 +18,17 @@ describe("RatesConfig", () => {
 
   it.effect("the pro plan defaults to the pro host and needs a key, which stays redacted", () =>
     Effect.gen(function*() {
-      const config = yield* readRatesConfig({ COINGECKO_API_PLAN: "pro", COINGECKO_API_KEY: "secret-1" })
+      const config = yield* read({ COINGECKO_API_PLAN: "pro", COINGECKO_API_KEY: "secret-1" })
       assert.strictEqual(config.baseUrl, "https://pro-api.coingecko.com/api/v3")
       assert.strictEqual(Redacted.value(config.apiKey!), "secret-1")
       assert.notInclude(JSON.stringify(config), "secret-1")
-      const error = yield* Effect.flip(readRatesConfig({ COINGECKO_API_PLAN: "pro" }))
+      const error = yield* Effect.flip(read({ COINGECKO_API_PLAN: "pro" }))
       assert.include(error.message, "COINGECKO_API_KEY")
     }))
 
   it.effect("names every bad variable", () =>
     Effect.gen(function*() {
-      const error = yield* Effect.flip(readRatesConfig({
+      const error = yield* Effect.flip(read({
         COINGECKO_API_PLAN: "enterprise",
         COINGECKO_TIMEOUT_MS: "fast",
         COINGECKO_CALLS_PER_MIN: "0",
