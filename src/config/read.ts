@@ -46,7 +46,7 @@ export const text = (name: string, fallback: string): Config.Config<string> =>
   Config.String(name).pipe(Config.map((s) => s.trim() || fallback), Config.withDefault(fallback))
 
 /** An integer in [min, max] (absent: no default; pipe `Config.withDefault`). */
-export const integer = (name: string, min: number, max: number): Config.Config<number> =>
+const integer = (name: string, min: number, max: number): Config.Config<number> =>
   Config.schema(Schema.Int.check(Schema.isBetween({ minimum: min, maximum: max })), name).pipe(
     expecting(name, `an integer from ${min} to ${max}`)
   )
