@@ -17,6 +17,7 @@ import { NewsletterLive } from "../../src/newsletter/layer.ts"
 import { NewsletterConfig } from "../../src/newsletter/NewsletterConfig.ts"
 import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
+import { configFrom } from "../support/config.ts"
 import { BASE } from "../support/problems.ts"
 import { type Checked, expectNoViolations } from "./support/harness.ts"
 import { send } from "./support/http.ts"
@@ -46,7 +47,7 @@ describe("CoinGecko fault modes × the upstream calls behind POST /api/v1/exchan
   let model: OpenApiModel
   beforeAll(async () => {
     emulator = await startCoinGeckoEmulator({ host: "127.0.0.1", now: NOW })
-    const rates = CoinGeckoRates.layerFrom({
+    const rates = CoinGeckoRates.layer.pipe(Layer.provide(configFrom({
       COINGECKO_BASE_URL: emulator.url,
       COINGECKO_TIMEOUT_MS: "300",
       COINGECKO_REQUEST_BUDGET_MS: "1500",
@@ -57,7 +58,7 @@ describe("CoinGecko fault modes × the upstream calls behind POST /api/v1/exchan
       COINGECKO_CALLS_PER_MIN: "10000",
       COINGECKO_LATEST_TTL_S: "1",
       COINGECKO_DEFAULT_RETRY_AFTER_S: "1"
-    }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    })), Layer.provide(NodeHttpClient.layerUndici))
     app = await startTestApp({ rates })
     model = loadOpenApi(await (await fetch(`${app.url}/openapi.json`)).json())
     // Warm the currency list (cached a day) so every case below exercises only the call it faults.
@@ -145,7 +146,7 @@ describe("CoinGecko fault modes × the upstream calls behind POST /api/v1/exchan
 
 const newsletterEnv = { NEWSLETTER_TIMEOUT_MS: "300", NEWSLETTER_DEADLINE_MS: "1200", NEWSLETTER_RETRIES: "1" }
 const live = (env: Record<string, string>) =>
-  NewsletterLive.pipe(Layer.provide(NewsletterConfig.layerFrom({ ...newsletterEnv, ...env })), Layer.provide(NodeHttpClient.layerUndici))
+  NewsletterLive.pipe(Layer.provide(NewsletterConfig.layer.pipe(Layer.provide(configFrom({ ...newsletterEnv, ...env })))), Layer.provide(NodeHttpClient.layerUndici))
 
 type NewsletterCase = readonly [mode: Exclude<NewsletterFault, "none">, times: number | undefined, delayMs: number | undefined, expected: 200 | 502]
 
