@@ -1,17 +1,22 @@
 /**
- * Operator CLI for OAuth clients and signing keys (CONTRACT C6). Run with Node 24 (type stripping):
+ * Operator CLI for OAuth clients and signing keys (CONTRACT C6). Run with Node 24 (type stripping), through
+ * `npm run --silent` (`-s`) so that npm prints no banner and stdout is the JSON alone (pipe it to jq):
  *
- *   npm run clients -- create --name NAME --scope "rates:read health:read"
+ *   npm run -s clients -- create --name NAME --scope "rates:read health:read"
  *       → {"client_id": "...", "client_secret": "..."}   (the secret is shown this once)
- *   npm run clients -- list                → JSON array of clients (never hashes or secrets)
- *   npm run clients -- revoke ID           → {"client_id": "...", "status": "revoked"}
- *   npm run clients -- rotate ID           → {"client_id": "...", "client_secret": "..."} (new secret)
- *   npm run clients -- rotate-key          → new signing key in DATA_DIR, previous ones stay published;
+ *   npm run -s clients -- list             → JSON array of clients (never hashes or secrets)
+ *   npm run -s clients -- revoke ID        → {"client_id": "...", "status": "revoked"}
+ *   npm run -s clients -- rotate ID        → {"client_id": "...", "client_secret": "..."} (new secret)
+ *   npm run -s clients -- rotate-key       → new signing key in DATA_DIR, previous ones stay published;
  *                                             with OAUTH_SIGNING_KEYS set, prints that variable's next value
- *   npm run clients -- generate-key        → {"keys": [private JWK]} for OAUTH_SIGNING_KEYS
+ *   npm run -s clients -- generate-key     → {"keys": [private JWK]} for OAUTH_SIGNING_KEYS
+ *
+ * `npm run clients` without --silent, into a pipe or a file, is refused before anything changes: npm's
+ * banner would precede the JSON there, and a secret shown once would be lost with the broken output.
  *
  * Reads the same environment as the server (DATA_DIR, OAUTH_CLIENTS_FILE, OAUTH_SECRET_PEPPER,
- * OAUTH_SIGNING_KEYS). A running server picks changes up within about a second.
+ * OAUTH_SIGNING_KEYS) and must be given the server's values: a client written to another DATA_DIR is
+ * unknown to the server (401). A running server picks changes up within about a second.
  * Exit codes: 0 done, 1 failed (not found, revoked, storage, configuration), 2 bad usage or input.
  * Results go to stdout as JSON; messages and logs go to stderr.
  */
@@ -80,6 +85,15 @@ const singleId = (args: ReadonlyArray<string>, command: string): string => {
   if (rest.length !== 1 || rest[0] === "") throw new UsageError(`${command} takes exactly one client id`)
   return rest[0]!
 }
+
+/**
+ * `npm run clients` (this script's own npm event) without --silent writes "> crypto-landing-api@1.0.0 clients"
+ * to stdout before this process starts. On a terminal that is only noise; into a pipe or a file it
+ * breaks the JSON. (`npm run demo` and the tests run this file directly: another event, or none.)
+ */
+const npmBannerOnStdout = () =>
+  process.env.npm_lifecycle_event === "clients" && process.env.npm_config_loglevel !== "silent" &&
+  process.stdout.isTTY !== true
 
 const out = (text: string) =>
   Effect.sync(() => {
@@ -181,6 +195,14 @@ const main = async (argv: ReadonlyArray<string>) => {
   if (program === "help") {
     process.stdout.write(`${USAGE}\n`)
     return
+  }
+  if (npmBannerOnStdout()) {
+    const command = argv.map((a) => (/^[\w.:=@/-]+$/.test(a) ? a : JSON.stringify(a))).join(" ")
+    process.stderr.write(
+      "clients: npm printed its banner on stdout, so the output would not be JSON alone (and a secret shown " +
+        `once would be lost with it); nothing was changed. Run: npm run --silent clients -- ${command}\n`
+    )
+    process.exit(2)
   }
   const failure = await Effect.runPromise(
     program.pipe(
