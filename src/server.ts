@@ -14,6 +14,7 @@ import { AppConfig } from "./config/AppConfig.ts"
 import { Health } from "./health/Health.ts"
 import { Edge } from "./http/edge.ts"
 import { EdgeServer } from "./http/EdgeServer.ts"
+import { ReadyAnswers } from "./http/ReadyAnswers.ts"
 import { RequestCounter } from "./http/rateLimit.ts"
 import { routerConfig } from "./http/routeTable.ts"
 import { NewsletterLayer } from "./newsletter/layer.ts"
@@ -44,8 +45,6 @@ export const LiveServices = Layer.mergeAll(Stateful, NewsletterLayer).pipe(
   Layer.provideMerge(AppConfig.layer)
 )
 
-/** What the HTTP application and the edge need from the services behind them. */
-export type AppServices = Layer.Success<typeof LiveServices>
 
 const Metrics = Layer.unwrap(
   Effect.map(AppConfig, (config) =>
@@ -65,27 +64,42 @@ const Telemetry = Layer.unwrap(
       }).pipe(Layer.provide(NodeHttpClient.layerUndici)))
 )
 
+/** With traces exported, every request takes the HttpApi path, which gives it its span. */
+const ReadyAnswersUnlessTraced = Layer.unwrap(
+  Effect.map(AppConfig, (config) => config.otlpEndpoint === undefined ? AppReadyAnswers : ReadyAnswers.layerNone)
+)
+
+/** The HTTP side alone: routes, documents, ready answers, the edge, on a listening server. */
+const serverOn = (listen: {
+  readonly port?: number | undefined
+  readonly host?: string | undefined
+  readonly quiet?: boolean | undefined
+}) => {
+  // Shared by the handlers and the ready answers: one health start time, one memo of rates answers.
+  const shared = Layer.mergeAll(Health.layer, RatesAnswerMemo.layer)
+  const server = Layer.unwrap(
+    Effect.map(AppConfig, (config) => EdgeServer.layer({ port: listen.port ?? config.port, host: listen.host ?? config.host }))
+  ).pipe(Layer.provide(Edge.layer), Layer.provide(ReadyAnswersUnlessTraced), Layer.provide(shared))
+  return Layer.mergeAll(HttpRouter.serve(AppRoutes, { disableLogger: true, disableListenLog: listen.quiet === true, routerConfig }), Metrics).pipe(
+    Layer.provideMerge(server),
+    Layer.provide(shared),
+    Layer.provide(Telemetry)
+  )
+}
+
+/** What the HTTP application and the edge need from the services behind them (fakes in tests). */
+export type AppServices = Layer.Services<ReturnType<typeof serverOn>>
+
 export interface ServerOptions {
   /** The services behind the application; default `LiveServices`. Tests pass fakes. */
   readonly services?: Layer.Layer<AppServices, unknown> | undefined
   /** Listen address; default PORT/HOST of the configuration (0: an ephemeral port). */
   readonly port?: number | undefined
   readonly host?: string | undefined
+  /** No "Listening on" line (tests). */
+  readonly quiet?: boolean | undefined
 }
 
 /** The whole server: services first (keys, registries, upstream clients), then the listening socket. */
-export const ServerLive = (options: ServerOptions = {}) => {
-  const services = options.services ?? LiveServices
-  // Shared by the handlers and the ready answers: one health start time, one memo of rates answers.
-  const shared = Layer.mergeAll(Health.layer, RatesAnswerMemo.layer).pipe(Layer.provideMerge(services))
-  const server = Layer.unwrap(
-    Effect.map(AppConfig, (config) =>
-      EdgeServer.layer({ port: options.port ?? config.port, host: options.host ?? config.host }))
-  ).pipe(Layer.provide(Edge.layer), Layer.provide(AppReadyAnswers), Layer.provide(shared))
-  return Layer.mergeAll(HttpRouter.serve(AppRoutes, { disableLogger: true, disableListenLog: true, routerConfig }), Metrics).pipe(
-    Layer.provideMerge(server),
-    Layer.provide(shared),
-    Layer.provide(Telemetry),
-    Layer.provide(services)
-  )
-}
+export const ServerLive = (options: ServerOptions = {}) =>
+  serverOn(options).pipe(Layer.provide(options.services ?? LiveServices))

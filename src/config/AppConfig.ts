@@ -5,7 +5,7 @@
 import { Config, Context, Effect, Layer, type Redacted, Result } from "effect"
 import { IpNetwork, NetAddress } from "effect/net"
 import type { ConfigInvalid } from "./ConfigInvalid.ts"
-import { appEnv, type AppEnv, bool, dataDir, expecting, httpUrl, int, optional, parsed, readAll, secretUrl, text } from "./read.ts"
+import { appEnv, type AppEnv, dataDir, expecting, httpUrl, int, optional, parsed, readAll, secretUrl, text } from "./read.ts"
 
 /**
  * Which peers are trusted proxies (TRUST_PROXY): none, the last N hops, or peers inside these networks
@@ -36,7 +36,7 @@ export interface AppConfigShape {
   readonly databaseUrl: Redacted.Redacted<string> | undefined
   readonly tokenTtlSeconds: number
   /** Anonymous per-IP limits per minute (C8); a token's tier is ten times these. */
-  readonly rateLimits: { readonly health: number; readonly rates: number; readonly subscribe: number }
+  readonly rateLimits: { readonly rates: number; readonly subscribe: number }
   /** Port of the private /metrics listener; undefined = metrics not exposed. */
   readonly metricsPort: number | undefined
   readonly metricsHost: string
@@ -45,11 +45,6 @@ export interface AppConfigShape {
   readonly serviceName: string
   /** Largest accepted request body in bytes (C8: 16 KiB). */
   readonly maxBodyBytes: number
-  /**
-   * Health and repeated exchange-rates queries answered from node:http without a fiber (src/http/fastLane.ts).
-   * FAST_LANE=false turns it off; it is off anyway with an OTLP endpoint (every request gets its span).
-   */
-  readonly fastLane: boolean
 }
 
 /** `false`, `true` (one hop), a hop count, or a comma list of CIDRs (a bare address is its own /32 or /128). */
@@ -116,14 +111,12 @@ export const readAppConfig: Effect.Effect<AppConfigShape, ConfigInvalid> = Effec
     redisKeyPrefix: text("REDIS_KEY_PREFIX", "crypto-api:"),
     databaseUrl: optional(secretUrl("DATABASE_URL", ["postgres:", "postgresql:"])),
     tokenTtlSeconds: int("TOKEN_TTL_SECONDS", 900, 1, 86_400),
-    health: int("RATE_LIMIT_HEALTH_PER_MIN", 600),
     rates: int("RATE_LIMIT_RATES_PER_MIN", 60),
     subscribe: int("RATE_LIMIT_SUBSCRIBE_PER_MIN", 5),
     metricsPort: optional(Config.Port("METRICS_PORT").pipe(expecting("METRICS_PORT", "a port from 1 to 65535"))),
     metricsHost: text("METRICS_HOST", "127.0.0.1"),
     otlpEndpoint: optional(httpUrl("OTEL_EXPORTER_OTLP_ENDPOINT")),
-    serviceName: text("OTEL_SERVICE_NAME", "crypto-landing-api"),
-    fastLane: bool("FAST_LANE", true)
+    serviceName: text("OTEL_SERVICE_NAME", "crypto-landing-api")
   })
   return {
     port: c.port,
@@ -139,13 +132,12 @@ export const readAppConfig: Effect.Effect<AppConfigShape, ConfigInvalid> = Effec
     redisKeyPrefix: c.redisKeyPrefix,
     databaseUrl: c.databaseUrl,
     tokenTtlSeconds: c.tokenTtlSeconds,
-    rateLimits: { health: c.health, rates: c.rates, subscribe: c.subscribe },
+    rateLimits: { rates: c.rates, subscribe: c.subscribe },
     metricsPort: c.metricsPort,
     metricsHost: c.metricsHost,
     otlpEndpoint: c.otlpEndpoint,
     serviceName: c.serviceName,
-    maxBodyBytes: 16 * 1024,
-    fastLane: c.fastLane && c.otlpEndpoint === undefined
+    maxBodyBytes: 16 * 1024
   }
 })
 

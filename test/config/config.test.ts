@@ -164,8 +164,7 @@ describe("defaults", () => {
       databaseUrl: undefined,
       tokenTtlSeconds: 900,
       rateLimits: { rates: 60, subscribe: 5 },
-      metricsPort: undefined,
-      fastLane: true
+      metricsPort: undefined
     })
     expect(valid.rates.baseUrl).toBe("https://api.coingecko.com/api/v3")
     expect(valid.newsletter.provider).toBe("local")

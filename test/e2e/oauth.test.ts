@@ -97,29 +97,36 @@ describe("OAuth 2.0 client credentials with oauth4webapi and jose", () => {
     await expect(tokenFor(SPECIAL_ID, "wrong")).rejects.toBeInstanceOf(oauth.WWWAuthenticateChallengeError)
   })
 
+  /** An operation that checks tokens (health ignores them, C3): 400 once authorised (empty list), 401 if not. */
+  const protectedCall = (token: string) =>
+    fetch(`${issuer.origin}/api/v1/exchange-rates`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ cryptos: [] })
+    })
+
   it("a rotated signing key keeps live tokens valid", async () => {
-    const before = await tokenFor(SPECIAL_ID, CANARY_SECRET, "health:read")
+    const before = await tokenFor(SPECIAL_ID, CANARY_SECRET, "rates:read")
     cli("rotate-key")
     await new Promise((r) => setTimeout(r, 1_500)) // hot reload
-    const after = await tokenFor(SPECIAL_ID, CANARY_SECRET, "health:read")
+    const after = await tokenFor(SPECIAL_ID, CANARY_SECRET, "rates:read")
     const kid = (t: string) => JSON.parse(Buffer.from(t.split(".")[0]!, "base64url").toString()).kid
     expect(kid(after.access_token)).not.toBe(kid(before.access_token))
     for (const t of [before.access_token, after.access_token]) {
-      expect((await fetch(`${issuer.origin}/api/health`, { headers: { authorization: `Bearer ${t}` } })).status).toBe(200)
+      expect((await protectedCall(t)).status).toBe(400)
     }
     const jwks = await (await fetch(as.jwks_uri!)).json()
     expect(jwks.keys.map((k: { kid: string }) => k.kid)).toEqual(expect.arrayContaining([kid(before.access_token), kid(after.access_token)]))
   })
 
   it("a client created by the CLI gets tokens; once revoked it gets none and its tokens stop working", async () => {
-    const created = cli("create", "--name", "cli", "--scope", "health:read")
+    const created = cli("create", "--name", "cli", "--scope", "rates:read")
     await new Promise((r) => setTimeout(r, 1_500))
     const token = await tokenFor(created.client_id, created.client_secret)
     cli("revoke", created.client_id)
     await new Promise((r) => setTimeout(r, 1_500))
     await expect(tokenFor(created.client_id, created.client_secret)).rejects.toBeInstanceOf(oauth.WWWAuthenticateChallengeError)
-    const res = await fetch(`${issuer.origin}/api/health`, { headers: { authorization: `Bearer ${token.access_token}` } })
-    expect(res.status).toBe(401)
+    expect((await protectedCall(token.access_token)).status).toBe(401)
   })
 
   it("never writes a secret or a token to the logs", async () => {

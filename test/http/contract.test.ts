@@ -307,9 +307,11 @@ describe("request ids, CORS and headers", () => {
 
 describe("optional Bearer tokens on the public operations", () => {
   it("401 invalid_token with a Bearer challenge for a bad token", async () => {
-    const res = await fetch(`${app.url}/api/health`, { headers: { authorization: "Bearer not.a.token" } })
+    const res = await post("/api/v1/exchange-rates", { cryptos: ["BTC"] }, { authorization: "Bearer not.a.token" })
     expect(res.headers.get("www-authenticate")).toBe(`Bearer realm="api", error="invalid_token"`)
     await expectProblem(res, 401, "invalid_token")
+    // Health ignores Authorization (C3): a probe never gets 401.
+    expect((await fetch(`${app.url}/api/health`, { headers: { authorization: "Bearer not.a.token" } })).status).toBe(200)
   })
 
   it("403 insufficient_scope naming the scope", async () => {

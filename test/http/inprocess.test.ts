@@ -5,22 +5,25 @@ import { Context, Layer } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { describe, expect, it } from "vitest"
 import { AppRoutes } from "../../src/app.ts"
-import { AppConfig } from "../../src/config.ts"
+import { AppConfig } from "../../src/config/AppConfig.ts"
+import { configFrom } from "../support/config.ts"
 import { AccessLog } from "../../src/observability/AccessLog.ts"
-import { RequestCounterMemory } from "../../src/http/rateLimit.ts"
+import { Health } from "../../src/health/Health.ts"
+import { RatesAnswerMemo } from "../../src/rates/answerMemo.ts"
 import { routerConfig } from "../../src/http/routeTable.ts"
 import { NewsletterMemory } from "../../src/newsletter/memory.ts"
 import { oauthTestLayer } from "../../src/oauth/layers.ts"
-import { layerTest as RatesFake } from "../../src/rates/RatesProviderTest.ts"
+import { RatesProvider } from "../../src/rates/RatesProvider.ts"
+const RatesFake = RatesProvider.layerTest
 
-const services = Layer.mergeAll(HttpServer.layerServices, RatesFake, NewsletterMemory.layer, oauthTestLayer(), AccessLog.silent, RequestCounterMemory).pipe(
-  Layer.provideMerge(AppConfig.layerFrom({ APP_ENV: "staging", PUBLIC_BASE_URL: "https://in.process" }))
+const services = Layer.mergeAll(HttpServer.layerServices, RatesFake, NewsletterMemory.layer, oauthTestLayer(), AccessLog.silent).pipe(
+  Layer.provideMerge(AppConfig.layer.pipe(Layer.provide(configFrom({ APP_ENV: "staging", PUBLIC_BASE_URL: "https://in.process" }))))
 )
 
 describe("in process", () => {
   it("serves the contract through a web handler", async () => {
     const { handler, dispose } = HttpRouter.toWebHandler(
-      AppRoutes.pipe(Layer.provide(services)),
+      AppRoutes.pipe(Layer.provide(Layer.mergeAll(Health.layer, RatesAnswerMemo.layer)), Layer.provide(services)),
       { disableLogger: true, routerConfig }
     )
     try {

@@ -42,7 +42,7 @@ describe("ready answers", () => {
   beforeAll(async () => {
     const rates = counting()
     calls = rates.calls
-    app = await startTestApp({ rates: rates.layer, env: { RATE_LIMIT_RATES_PER_MIN: "1000" } })
+    app = await startTestApp({ rates: rates.layer, env: { RATE_LIMIT_RATES_PER_MIN: "20" } })
   })
   afterAll(() => app.close())
 

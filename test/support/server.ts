@@ -14,7 +14,7 @@ export interface TestServer {
 
 export const serve = async (services: Layer.Layer<AppServices, unknown>): Promise<TestServer> => {
   const scope = await Effect.runPromise(Scope.make())
-  const server = ServerLive({ services, port: 0, host: "127.0.0.1" })
+  const server = ServerLive({ services, port: 0, host: "127.0.0.1", quiet: true })
   const context = await Effect.runPromise(Layer.buildWithScope(server, scope))
   const address = Context.get(context, HttpServer.HttpServer).address
   const url = address._tag === "UnixPathAddress" ? "http://unix" : `http://127.0.0.1:${address.port}`
