@@ -4,18 +4,42 @@
  *   --port N    service port (default 3000)
  *   --smoke     run one request per endpoint, print the statuses and exit (0 when all are as expected)
  * Everything listens on 127.0.0.1 only; data goes to a fresh temporary DATA_DIR.
+ * A port already in use is reported before anything else is printed or started (exit 1): the demo
+ * never shows credentials for, or smoke-tests, a service it did not start.
  */
 import { spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, writeSync } from "node:fs"
+import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { startBrevoEmulator } from "./brevo.ts"
 import { startCoinGeckoEmulator } from "./coingecko.ts"
 
+const stop = (code: number, message: string): never => {
+  writeSync(2, `demo: ${message}\n`)
+  process.exit(code)
+}
+
 const args = process.argv.slice(2)
-const port = Number(args[args.indexOf("--port") + 1]) || 3000
 const smoke = args.includes("--smoke")
+const portArg = args.indexOf("--port")
+const port = portArg < 0 ? 3000 : Number(args[portArg + 1])
+if (!Number.isInteger(port) || port < 1 || port > 65535) stop(2, "--port needs a port number (1-65535)")
 const base = `http://127.0.0.1:${port}`
+
+/** Resolves with why the port cannot be listened on, or undefined when it is free. */
+const portProblem = (host: string, p: number) =>
+  new Promise<string | undefined>((resolve) => {
+    const probe = createServer()
+    probe.once("error", (e: NodeJS.ErrnoException) => resolve(e.code === "EADDRINUSE" ? "taken" : `unusable (${e.code})`))
+    probe.listen({ port: p, host, exclusive: true }, () => probe.close(() => resolve(undefined)))
+  })
+
+const problem = await portProblem("127.0.0.1", port)
+if (problem !== undefined) {
+  stop(1, `port ${port} is ${problem} on 127.0.0.1: another program (another demo?) listens there. ` +
+    `Stop it, or pick another port: npm run demo -- --port ${port === 3000 ? 3001 : port + 1}`)
+}
 
 const coingecko = await startCoinGeckoEmulator({ host: "127.0.0.1" })
 const brevo = await startBrevoEmulator({ host: "127.0.0.1" })
@@ -35,37 +59,55 @@ const env = {
   BREVO_DOI_REDIRECT_URL: `${base}/docs`
 }
 
-const created = spawnSync(process.execPath, ["src/cli/clients.ts", "create", "--name", "demo", "--scope", "health:read rates:read subscriptions:write"], { env, encoding: "utf8" })
-if (created.status !== 0) {
-  console.error(created.stderr)
-  process.exit(1)
-}
-const client = JSON.parse(created.stdout) as { client_id: string; client_secret: string }
-
-const service = spawn(process.execPath, ["src/main.ts"], { env, stdio: ["ignore", smoke ? "ignore" : "inherit", "inherit"] })
-service.on("exit", (code) => {
-  if (smoke && code !== 0) console.error(`the service exited with ${code}`)
-})
 // Synchronous, so that nothing printed is lost when the process exits right after.
 const say = (line: string) => writeSync(1, `${line}\n`)
+let service: ReturnType<typeof spawn> | undefined
+let stopping = false
 const shutdown = async (code: number) => {
-  service.kill("SIGTERM")
+  if (stopping) return
+  stopping = true
+  if (service !== undefined && service.exitCode === null) {
+    service.kill("SIGTERM")
+    await new Promise((resolve) => service!.once("exit", resolve))
+  }
   await Promise.all([coingecko.close(), brevo.close()])
   process.exit(code)
 }
 process.on("SIGINT", () => void shutdown(0))
 process.on("SIGTERM", () => void shutdown(0))
-service.on("exit", (code) => {
-  if (!smoke) void shutdown(code ?? 1)
-})
 
-for (let i = 0; ; i++) {
-  if (await fetch(`${base}/api/health`).then(() => true, () => false)) break
-  if (i > 200) {
-    console.error("the service did not start")
-    await shutdown(1)
-  }
-  await new Promise((r) => setTimeout(r, 50))
+const created = spawnSync(process.execPath, ["src/cli/clients.ts", "create", "--name", "demo", "--scope", "health:read rates:read subscriptions:write"], { env, encoding: "utf8" })
+if (created.status !== 0) {
+  writeSync(2, created.stderr)
+  await shutdown(1)
+}
+const client = JSON.parse(created.stdout) as { client_id: string; client_secret: string }
+
+// Ready means: this child said it listens. A health answer alone could come from someone else's server.
+service = spawn(process.execPath, ["src/main.ts"], { env, stdio: ["ignore", "pipe", "inherit"] })
+const listening = new Promise<boolean>((resolve) => {
+  let seen = ""
+  service!.stdout!.on("data", (chunk: Buffer) => {
+    if (!smoke) process.stdout.write(chunk)
+    if (seen !== "done") {
+      seen += chunk.toString()
+      if (seen.includes("Listening on")) {
+        seen = "done"
+        resolve(true)
+      }
+    }
+  })
+  service!.once("exit", () => resolve(false))
+})
+service.once("exit", (code) => {
+  if (stopping) return
+  writeSync(2, `demo: the service exited with ${code}\n`)
+  void shutdown(code ?? 1)
+})
+const ready = await Promise.race([listening, new Promise<false>((r) => setTimeout(() => r(false), 20_000))])
+if (!ready) {
+  writeSync(2, "demo: the service did not start listening\n")
+  await shutdown(1)
 }
 
 const basic = Buffer.from(`${encodeURIComponent(client.client_id)}:${encodeURIComponent(client.client_secret)}`).toString("base64")
@@ -81,7 +123,7 @@ if (smoke) {
   ]
   let ok = true
   for (const [name, response, expected] of checks) {
-    const status = (await response).status
+    const status = await response.then((r) => r.status, () => 0)
     ok &&= status === expected
     say(`${status === expected ? "ok  " : "FAIL"} ${status} ${name}`)
   }
@@ -94,10 +136,12 @@ Demo running offline at ${base}   (Ctrl-C stops everything)
   Brevo emulator:     ${brevo.url}
   Data:               ${dataDir}
 
-  Docs:   open ${base}/docs
-  Health: curl -s ${base}/api/health
-  Rates:  curl -s ${base}/api/v1/exchange-rates -H 'content-type: application/json' -d '{"cryptos":["BTC","ETH"],"days":7}'
+  Docs:    ${base}/docs
+  Health:  curl -s ${base}/api/health
+  Rates:   curl -s ${base}/api/v1/exchange-rates -H 'content-type: application/json' -d '{"cryptos":["BTC","ETH"],"days":7}'
   Sign-up: curl -s ${base}/api/subscribe -H 'content-type: application/json' -d '{"email":"you@example.com","locale":"en"}'
-  Token:  curl -s ${base}/oauth/token -u '${client.client_id}:${client.client_secret}' -d grant_type=client_credentials
+  Token:   curl -s ${base}/oauth/token -u '${client.client_id}:${client.client_secret}' -d grant_type=client_credentials
+  More clients (same DATA_DIR as this service):
+           DATA_DIR=${dataDir} npm run -s clients -- create --name NAME --scope "rates:read"
 `)
 }
