@@ -17,7 +17,7 @@ import { EdgeServer } from "./http/EdgeServer.ts"
 import { ReadyAnswers } from "./http/ReadyAnswers.ts"
 import { RequestCounter } from "./http/rateLimit.ts"
 import { routerConfig } from "./http/routeTable.ts"
-import { NewsletterLayer } from "./newsletter/layer.ts"
+import { Newsletter } from "./newsletter/Newsletter.ts"
 import { OAuthLive } from "./oauth/layers.ts"
 import { AccessLog } from "./observability/AccessLog.ts"
 import { MetricsServer } from "./observability/metrics.ts"
@@ -39,7 +39,7 @@ const Stateful = Layer.unwrap(
 )
 
 /** Every live service the application needs, from configuration (the process environment by default). */
-export const LiveServices = Layer.mergeAll(Stateful, NewsletterLayer).pipe(
+export const LiveServices = Layer.mergeAll(Stateful, Newsletter.layer).pipe(
   Layer.provide(NodeHttpClient.layerUndici),
   Layer.provideMerge(Layer.mergeAll(OAuthLive, AccessLog.stdout)),
   Layer.provideMerge(AppConfig.layer)

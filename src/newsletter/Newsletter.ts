@@ -2,10 +2,18 @@
  * The newsletter capability as the HTTP layer sees it. Live Layers (Brevo, Listmonk, local list)
  * implement it; handlers answer 200 for every outcome so that nobody can enumerate subscribers.
  */
-import { Context, Data, type Effect } from "effect"
+import { Context, Data, Effect, Layer } from "effect"
+import { HttpClient } from "effect/http"
+import { Locale as LocaleSchema } from "../api/schemas.ts"
+import type { ConfigInvalid } from "../config/ConfigInvalid.ts"
+import { makeBrevo } from "./brevo.ts"
+import { makeListmonk } from "./listmonk.ts"
+import { makeLocal } from "./local.ts"
+import { NewsletterConfig } from "./NewsletterConfig.ts"
 
-export const Locales = ["es", "en", "fr", "it", "pt"] as const
-export type Locale = (typeof Locales)[number]
+/** The contract's locales (spec §2). */
+export const Locales = LocaleSchema.literals
+export type Locale = typeof LocaleSchema.Type
 
 export interface SubscribeInput {
   /** Already validated and normalised: trimmed, domain lower-cased and punycode (CONTRACT C5). */
@@ -31,4 +39,26 @@ export class Newsletter extends Context.Service<Newsletter, {
   readonly subscribe: (
     input: SubscribeInput
   ) => Effect.Effect<SubscribeOutcome, NewsletterInvalidEmail | NewsletterUpstreamError>
-}>()("app/Newsletter") {}
+}>()("app/Newsletter") {
+  /**
+   * The live provider chosen by NEWSLETTER_PROVIDER (CONTRACT C2, C5), configuration from the current
+   * ConfigProvider. Needs an `HttpClient` (the "local" list ignores it and keeps its file open for
+   * the layer's lifetime). The in-memory fake for tests is `NewsletterMemory.layer`.
+   */
+  static readonly layer: Layer.Layer<Newsletter, ConfigInvalid, HttpClient.HttpClient> = Layer.effect(
+    Newsletter,
+    Effect.gen(function*() {
+      const config = yield* NewsletterConfig
+      const client = yield* HttpClient.HttpClient
+      yield* Effect.logInfo(`newsletter provider: ${config.provider}`)
+      switch (config.provider) {
+        case "brevo":
+          return makeBrevo(config.brevo, config.call, client)
+        case "listmonk":
+          return makeListmonk(config.listmonk, config.call, client)
+        case "local":
+          return yield* makeLocal(config)
+      }
+    })
+  ).pipe(Layer.provide(NewsletterConfig.layer))
+}

@@ -14,11 +14,11 @@
 import { type FileHandle, mkdir, open, readFile } from "node:fs/promises"
 import * as path from "node:path"
 import { Clock, Effect, Result, Schema, Semaphore } from "effect"
+import { Locale as LocaleSchema } from "../api/schemas.ts"
 import { ConfigInvalid } from "../config/ConfigInvalid.ts"
 import { maskEmail, validateEmail } from "./email.ts"
 import {
   type Locale,
-  Locales,
   Newsletter,
   NewsletterInvalidEmail,
   NewsletterUpstreamError,
@@ -38,7 +38,7 @@ export interface Subscriber {
 
 const SubscriberLine = Schema.Struct({
   email: Schema.String,
-  locale: Schema.Literals(Locales),
+  locale: LocaleSchema,
   subscribed_at: Schema.String
 })
 const decodeLine = Schema.decodeUnknownOption(SubscriberLine)

@@ -13,8 +13,7 @@ import { type BrevoEmulator, startBrevoEmulator } from "../emulators/brevo.ts"
 import { type CoinGeckoEmulator, type FaultMode as CoinGeckoFault, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { type ListmonkEmulator, startListmonkEmulator } from "../emulators/listmonk.ts"
 import type { FaultMode as NewsletterFault } from "../emulators/newsletter-kit.ts"
-import { NewsletterLive } from "../../src/newsletter/layer.ts"
-import { NewsletterConfig } from "../../src/newsletter/NewsletterConfig.ts"
+import { Newsletter } from "../../src/newsletter/Newsletter.ts"
 import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { configFrom } from "../support/config.ts"
@@ -146,7 +145,7 @@ describe("CoinGecko fault modes × the upstream calls behind POST /api/v1/exchan
 
 const newsletterEnv = { NEWSLETTER_TIMEOUT_MS: "300", NEWSLETTER_DEADLINE_MS: "1200", NEWSLETTER_RETRIES: "1" }
 const live = (env: Record<string, string>) =>
-  NewsletterLive.pipe(Layer.provide(NewsletterConfig.layer.pipe(Layer.provide(configFrom({ ...newsletterEnv, ...env })))), Layer.provide(NodeHttpClient.layerUndici))
+  Newsletter.layer.pipe(Layer.provide(NodeHttpClient.layerUndici), Layer.provide(configFrom({ ...newsletterEnv, ...env })))
 
 type NewsletterCase = readonly [mode: Exclude<NewsletterFault, "none">, times: number | undefined, delayMs: number | undefined, expected: 200 | 502]
 

@@ -5,15 +5,12 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Exit, Layer, Logger, ManagedRuntime } from "effect"
 import { configFrom, type Env } from "../support/config.ts"
-import { Newsletter, type SubscribeInput } from "../../src/newsletter/Newsletter.ts"
-import { NewsletterConfig } from "../../src/newsletter/NewsletterConfig.ts"
-import { NewsletterLive } from "../../src/newsletter/layer.ts"
+import { Locales, Newsletter, type SubscribeInput } from "../../src/newsletter/Newsletter.ts"
 
-export const LOCALES = ["es", "en", "fr", "it", "pt"] as const
+export const LOCALES = Locales
 
 export const liveLayer = (env: Env) =>
-  NewsletterLive.pipe(
-    Layer.provide(NewsletterConfig.layer),
+  Newsletter.layer.pipe(
     Layer.provide(NodeHttpClient.layerUndici),
     Layer.provide(configFrom(env))
   )
