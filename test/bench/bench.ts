@@ -168,8 +168,9 @@ const scenarioDefs: ReadonlyArray<ScenarioDef> = [
 /** The service is started as `npm start` starts it: the arguments of package.json's start script after `node`. */
 const startArguments = (): Array<string> => {
   const start = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: { start: string } }).scripts.start
-  const [command, ...args] = start.trim().split(/\s+/)
-  if (command !== "node" || !args.includes("src/main.ts")) fail(`package.json start script is not "node [flags] src/main.ts": ${start}`)
+  // `exec` makes the shell npm runs the script in become node (SIGTERM reaches it): not part of the command.
+  const [command, ...args] = start.trim().replace(/^exec\s+/, "").split(/\s+/)
+  if (command !== "node" || !args.includes("src/main.ts")) fail(`package.json start script is not "[exec] node [flags] src/main.ts": ${start}`)
   return args
 }
 
