@@ -16,9 +16,8 @@
  *   - the CoinGecko emulator (test/emulators/coingecko.ts, in this process; a child process if its API is
  *     missing), so no request leaves the machine;
  *   - the service, started as `npm start` starts it (the start script's flags, on node_modules/.bin/node),
- *     as a child on a free port of 127.0.0.1, with the production composition (server.ts: fast lane,
- *     edge, access log, bearer, validation); FAST_LANE=false in the environment measures without the
- *     lane. DATA_DIR in a
+ *     as a child on a free port of 127.0.0.1, with the production composition (server.ts: the edge
+ *     with its ready answers, access log, bearer, validation). DATA_DIR in a
  *     temp dir, NEWSLETTER_PROVIDER=local (so APP_ENV stays "development": "production" refuses the local
  *     list; it changes nothing else on these paths), and RATE_LIMIT_*_PER_MIN=1e9: every request comes
  *     from 127.0.0.1, and the benchmark measures the hot path, not 429s (the limiter still runs). Its
