@@ -25,7 +25,8 @@ import { AppConfig } from "../config/AppConfig.ts"
 import { ClientRegistry, type IssuedCredentials, type OAuthClient } from "../oauth/ClientRegistry.ts"
 import { OAuthConfig } from "../oauth/OAuthConfig.ts"
 import { Scopes } from "../oauth/scopes.ts"
-import { generateSigningJwk, nextConfiguredJwks, SigningKeys } from "../oauth/SigningKeys.ts"
+import { generateSigningJwk } from "../oauth/keyMaterial.ts"
+import { nextConfiguredJwks, SigningKeys } from "../oauth/SigningKeys.ts"
 
 const USAGE = `usage: clients <command>
   create --name NAME --scope "SCOPE [SCOPE...]"   register a client; prints its id and secret once

@@ -1,30 +1,27 @@
 /**
  * The OAuth client registry (CONTRACT C6): client id, name, allowed scopes, keyed hash of the secret,
- * status, timestamps. Backed by a JSON file under DATA_DIR that the CLI edits and a running server
- * re-reads when it changes (checked at most once per `reloadIntervalMs`, by inode/mtime/size), or by
- * memory in tests.
- *
- * File format (`version` 1):
- * `{"version":1,"pepper_id":"…","clients":[{"client_id","name","scopes":[…],"secret_hash":"hmac-sha256:…",
- *   "status":"active"|"revoked","created_at":ISO,"rotated_at":ISO|null}]}`
+ * status, timestamps. Backed by clients.json under DATA_DIR (clientsFile.ts), which the CLI edits and a
+ * running server follows (ReloadingFile), or by memory in tests.
  */
 import { Clock, Context, Effect, Layer, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
-import * as path from "node:path"
+import type { FileError } from "../platform/files.ts"
+import * as ReloadingFile from "../platform/ReloadingFile.ts"
 import {
-  ClientAuthFailed,
-  ClientNotFound,
-  ClientRevoked,
-  InvalidClientInput,
-  OAuthStorageError
-} from "./errors.ts"
-import { ensureDir, fileSignature, readTextIfExists, withFileLock, writeFileAtomic } from "./files.ts"
+  type ClientRecord,
+  ClientsFile,
+  emptyClientsFile,
+  emptySnapshot,
+  loadClients,
+  type Snapshot,
+  type StoredClient,
+  storeClients
+} from "./clientsFile.ts"
+import { ClientAuthFailed, ClientNotFound, ClientRevoked, InvalidClientInput } from "./errors.ts"
 import { OAuthConfig } from "./OAuthConfig.ts"
-import { canonicalScopes, isScope, type Scope } from "./scopes.ts"
+import { canonicalScopes, isScope, type Scope, Scopes } from "./scopes.ts"
 import {
-  decodeSecretHash,
   digestsEqual,
-  encodeSecretHash,
   loadPepper,
   makePepper,
   newClientId,
@@ -34,7 +31,7 @@ import {
   randomToken
 } from "./secrets.ts"
 
-export type ClientStatus = "active" | "revoked"
+export type ClientStatus = (typeof ClientRecord.Type)["status"]
 
 /** A registered client as everybody but the registry sees it: no hash, no secret. */
 export interface OAuthClient {
@@ -64,18 +61,18 @@ export interface CreateClientInput {
 export interface ClientRegistryShape {
   /** Where the hashing pepper came from; production start-up may refuse `generated`/`memory`. */
   readonly pepperOrigin: PepperOrigin
-  readonly create: (input: CreateClientInput) => Effect.Effect<IssuedCredentials, InvalidClientInput | OAuthStorageError>
+  readonly create: (input: CreateClientInput) => Effect.Effect<IssuedCredentials, InvalidClientInput | FileError>
   /** Reads the newest state (no throttle); never exposes hashes. */
-  readonly list: () => Effect.Effect<ReadonlyArray<OAuthClient>, OAuthStorageError>
+  readonly list: () => Effect.Effect<ReadonlyArray<OAuthClient>, FileError>
   /** Hot path (token verification): the cached state, refreshed at most once per reload interval. */
   readonly get: (clientId: string) => Effect.Effect<OAuthClient | undefined>
   /** Idempotent: revoking a revoked client returns it unchanged. */
-  readonly revoke: (clientId: string) => Effect.Effect<OAuthClient, ClientNotFound | OAuthStorageError>
+  readonly revoke: (clientId: string) => Effect.Effect<OAuthClient, ClientNotFound | FileError>
   /** New secret; the old one stops working at once. Tokens already issued stay valid until they expire. */
   readonly rotate: (
     clientId: string,
     options?: { readonly secret?: string }
-  ) => Effect.Effect<IssuedCredentials, ClientNotFound | ClientRevoked | InvalidClientInput | OAuthStorageError>
+  ) => Effect.Effect<IssuedCredentials, ClientNotFound | ClientRevoked | InvalidClientInput | FileError>
   /**
    * Checks a client id and secret in constant time: the presented secret is always hashed and compared
    * with a 32-byte digest (the client's, or a random dummy for an unknown id), and a revoked client is
@@ -88,54 +85,44 @@ export interface ClientRegistryShape {
 }
 
 export class ClientRegistry extends Context.Service<ClientRegistry, ClientRegistryShape>()("app/oauth/ClientRegistry") {
-  /** File-backed, from `OAuthConfig` (clients file, pepper). */
-  static readonly layer: Layer.Layer<ClientRegistry, OAuthStorageError, OAuthConfig> = Layer.effect(
+  /** File-backed, from `OAuthConfig` (clients file, pepper). A broken file fails the layer. */
+  static readonly layer: Layer.Layer<ClientRegistry, FileError, OAuthConfig> = Layer.effect(
     ClientRegistry,
     Effect.gen(function*() {
       const config = yield* OAuthConfig
       const pepper = yield* loadPepper({ configured: config.pepper, pepperFile: config.pepperFile })
-      const backend = yield* fileBackend(config.clientsFile, pepper, config.reloadIntervalMs)
-      return makeRegistry(backend, pepper)
+      const file = yield* ReloadingFile.make({
+        file: config.clientsFile,
+        schema: ClientsFile,
+        load: loadClients(pepper),
+        store: storeClients(pepper),
+        missing: { empty: emptyClientsFile(pepper) },
+        reloadIntervalMs: config.reloadIntervalMs,
+        label: "oauth client registry",
+        describe: (snapshot) => ({ clients: snapshot.clients.size })
+      })
+      return makeRegistry(file, pepper)
     })
   )
 
-  /** In memory, with a random pepper; for HTTP tests. `clients` are created up front. */
-  static readonly layerMemory = (
+  /** In memory, with a random pepper; for tests. `clients` are created up front. */
+  static readonly layerTest = (
     clients: ReadonlyArray<CreateClientInput> = []
   ): Layer.Layer<ClientRegistry, InvalidClientInput> =>
     Layer.effect(
       ClientRegistry,
       Effect.gen(function*() {
         const pepper = makePepper(randomToken(32), "memory")
-        const registry = makeRegistry(memoryBackend(), pepper)
-        // The memory backend never fails for storage; only bad input can.
-        for (const c of clients) yield* registry.create(c).pipe(Effect.catchTag("OAuthStorageError", (e) => Effect.die(e)))
+        const registry = makeRegistry(ReloadingFile.inMemory(emptySnapshot), pepper)
+        // Memory never fails for storage; only bad input can.
+        for (const c of clients) yield* registry.create(c).pipe(Effect.catchTag("FileError", (e) => Effect.die(e)))
         return registry
       })
     )
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Registry logic, shared by the file and memory backends.
-
-interface StoredClient extends OAuthClient {
-  readonly secretHash: Buffer
-}
-
-interface Snapshot {
-  readonly clients: ReadonlyMap<string, StoredClient>
-}
-
-const emptySnapshot: Snapshot = { clients: new Map() }
-
-interface Backend {
-  /** `force`: ignore the reload throttle. Never fails: on a read error it keeps the last good state. */
-  readonly current: (force: boolean) => Effect.Effect<Snapshot>
-  /** Read-modify-write of the newest state, serialised against other writers. */
-  readonly update: <A, E>(
-    f: (snapshot: Snapshot) => Effect.Effect<{ readonly next: Snapshot; readonly result: A }, E>
-  ) => Effect.Effect<A, E | OAuthStorageError>
-}
+// Registry logic, over the file or memory alike.
 
 type Step<A, E> = Effect.Effect<{ readonly next: Snapshot; readonly result: A }, E>
 
@@ -157,7 +144,7 @@ const validateScopes = (scopes: ReadonlyArray<string>): Effect.Effect<ReadonlyAr
     return Effect.fail(
       new InvalidClientInput({
         field: "scope",
-        reason: `unknown scope ${unknown.map((s) => JSON.stringify(s)).join(", ")}; known: health:read rates:read subscriptions:write`
+        reason: `unknown scope ${unknown.map((s) => JSON.stringify(s)).join(", ")}; known: ${Scopes.join(" ")}`
       })
     )
   }
@@ -195,7 +182,7 @@ const withClient = (snapshot: Snapshot, client: StoredClient): Snapshot => {
   return { clients }
 }
 
-const makeRegistry = (backend: Backend, pepper: Pepper): ClientRegistryShape => {
+const makeRegistry = (store: ReloadingFile.ReloadingFile<Snapshot>, pepper: Pepper): ClientRegistryShape => {
   // Compared against when the id is unknown, so that an unknown id costs the same hash + compare.
   const dummyHash = randomBytes(32)
 
@@ -206,7 +193,7 @@ const makeRegistry = (backend: Backend, pepper: Pepper): ClientRegistryShape => 
       const requestedId = input.clientId === undefined ? undefined : yield* validateClientId(input.clientId)
       const secret = input.secret === undefined ? newClientSecret() : yield* validateSecret(input.secret)
       const createdAt = yield* nowIso
-      return yield* backend.update((snapshot): Step<IssuedCredentials, InvalidClientInput> => {
+      return yield* store.modify((snapshot): Step<IssuedCredentials, InvalidClientInput> => {
         let clientId = requestedId ?? newClientId()
         if (requestedId === undefined) while (snapshot.clients.has(clientId)) clientId = newClientId()
         else if (snapshot.clients.has(clientId)) {
@@ -229,7 +216,7 @@ const makeRegistry = (backend: Backend, pepper: Pepper): ClientRegistryShape => 
     })
 
   const revoke: ClientRegistryShape["revoke"] = (clientId) =>
-    backend.update((snapshot): Step<OAuthClient, ClientNotFound> => {
+    store.modify((snapshot): Step<OAuthClient, ClientNotFound> => {
       const existing = snapshot.clients.get(clientId)
       if (existing === undefined) return Effect.fail(new ClientNotFound({ clientId }))
       if (existing.status === "revoked") return Effect.succeed({ next: snapshot, result: publicView(existing) })
@@ -241,7 +228,7 @@ const makeRegistry = (backend: Backend, pepper: Pepper): ClientRegistryShape => 
     Effect.gen(function*() {
       const secret = options?.secret === undefined ? newClientSecret() : yield* validateSecret(options.secret)
       const rotatedAt = yield* nowIso
-      return yield* backend.update((snapshot): Step<IssuedCredentials, ClientNotFound | ClientRevoked> => {
+      return yield* store.modify((snapshot): Step<IssuedCredentials, ClientNotFound | ClientRevoked> => {
         const existing = snapshot.clients.get(clientId)
         if (existing === undefined) return Effect.fail(new ClientNotFound({ clientId }))
         if (existing.status === "revoked") return Effect.fail(new ClientRevoked({ clientId }))
@@ -254,7 +241,7 @@ const makeRegistry = (backend: Backend, pepper: Pepper): ClientRegistryShape => 
     })
 
   const authenticate: ClientRegistryShape["authenticate"] = (clientId, secret) =>
-    Effect.flatMap(backend.current(false), (snapshot) => {
+    Effect.flatMap(store.get, (snapshot) => {
       const client = snapshot.clients.get(clientId)
       const presented = pepper.hash(Redacted.value(secret))
       // Same work on every path: one HMAC, one 32-byte constant-time compare, then the decision.
@@ -270,11 +257,11 @@ const makeRegistry = (backend: Backend, pepper: Pepper): ClientRegistryShape => 
     create,
     list: () =>
       Effect.map(
-        backend.current(true),
+        store.latest,
         (s) => [...s.clients.values()].map(publicView).sort((a, b) => a.createdAt.localeCompare(b.createdAt))
       ),
     get: (clientId) =>
-      Effect.map(backend.current(false), (s) => {
+      Effect.map(store.get, (s) => {
         const c = s.clients.get(clientId)
         return c === undefined ? undefined : publicView(c)
       }),
@@ -283,171 +270,3 @@ const makeRegistry = (backend: Backend, pepper: Pepper): ClientRegistryShape => 
     authenticate
   }
 }
-
-// ---------------------------------------------------------------------------------------------------------
-// Backends
-
-const memoryBackend = (): Backend => {
-  let snapshot = emptySnapshot
-  return {
-    current: () => Effect.sync(() => snapshot),
-    update: (f) =>
-      Effect.map(
-        Effect.suspend(() => f(snapshot)),
-        ({ next, result }) => {
-          snapshot = next
-          return result
-        }
-      )
-  }
-}
-
-interface ClientRecordV1 {
-  readonly client_id: string
-  readonly name: string
-  readonly scopes: ReadonlyArray<Scope>
-  readonly secret_hash: string
-  readonly status: ClientStatus
-  readonly created_at: string
-  readonly rotated_at: string | null
-}
-
-interface RegistryFileV1 {
-  readonly version: 1
-  readonly pepper_id: string
-  readonly clients: ReadonlyArray<ClientRecordV1>
-}
-
-const ISO_DATE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/
-
-/** Strict parse: a hand-edited file with a mistake is reported, not half-loaded. */
-const parseRegistryFile = (file: string, text: string, pepper: Pepper): Effect.Effect<Snapshot, OAuthStorageError> => {
-  const fail = (reason: string) => Effect.fail(new OAuthStorageError({ path: file, reason }))
-  let data: unknown
-  try {
-    data = JSON.parse(text)
-  } catch {
-    return fail("not valid JSON")
-  }
-  const root = data as Partial<RegistryFileV1> | null
-  if (typeof root !== "object" || root === null || root.version !== 1 || !Array.isArray(root.clients)) {
-    return fail(`expected {"version": 1, "pepper_id": ..., "clients": [...]}`)
-  }
-  if (root.pepper_id !== pepper.id) {
-    return fail(
-      "the registry was hashed with a different secret pepper (OAUTH_SECRET_PEPPER or DATA_DIR/oauth/pepper); " +
-        "use the same pepper as when the clients were created"
-    )
-  }
-  const clients = new Map<string, StoredClient>()
-  for (const [i, r] of (root.clients as ReadonlyArray<Partial<ClientRecordV1> | null>).entries()) {
-    const at = `clients[${i}]`
-    if (typeof r !== "object" || r === null) return fail(`${at} is not an object`)
-    if (typeof r.client_id !== "string" || r.client_id.length === 0) return fail(`${at}.client_id is missing`)
-    if (clients.has(r.client_id)) return fail(`${at}.client_id is a duplicate`)
-    if (typeof r.name !== "string") return fail(`${at}.name is missing`)
-    if (!Array.isArray(r.scopes) || r.scopes.length === 0 || !r.scopes.every((s) => typeof s === "string" && isScope(s))) {
-      return fail(`${at}.scopes must be a non-empty list of known scopes`)
-    }
-    const hash = typeof r.secret_hash === "string" ? decodeSecretHash(r.secret_hash) : undefined
-    if (hash === undefined) return fail(`${at}.secret_hash is missing or malformed`)
-    if (r.status !== "active" && r.status !== "revoked") return fail(`${at}.status must be active or revoked`)
-    if (typeof r.created_at !== "string" || !ISO_DATE.test(r.created_at)) return fail(`${at}.created_at is not an ISO date`)
-    if (r.rotated_at !== null && (typeof r.rotated_at !== "string" || !ISO_DATE.test(r.rotated_at))) {
-      return fail(`${at}.rotated_at must be null or an ISO date`)
-    }
-    clients.set(r.client_id, {
-      clientId: r.client_id,
-      name: r.name,
-      scopes: canonicalScopes(r.scopes),
-      secretHash: hash,
-      status: r.status,
-      createdAt: r.created_at,
-      rotatedAt: r.rotated_at ?? undefined
-    })
-  }
-  return Effect.succeed({ clients })
-}
-
-const serializeRegistry = (snapshot: Snapshot, pepper: Pepper): string => {
-  const body: RegistryFileV1 = {
-    version: 1,
-    pepper_id: pepper.id,
-    clients: [...snapshot.clients.values()].map((c) => ({
-      client_id: c.clientId,
-      name: c.name,
-      scopes: c.scopes,
-      secret_hash: encodeSecretHash(c.secretHash),
-      status: c.status,
-      created_at: c.createdAt,
-      rotated_at: c.rotatedAt ?? null
-    }))
-  }
-  return JSON.stringify(body, null, 2) + "\n"
-}
-
-const fileBackend = (
-  file: string,
-  pepper: Pepper,
-  reloadIntervalMs: number
-): Effect.Effect<Backend, OAuthStorageError> =>
-  Effect.gen(function*() {
-    yield* ensureDir(path.dirname(file))
-    const readFromDisk = Effect.gen(function*() {
-      // Signature before content: if the file changes in between, the next check sees a new signature.
-      const signature = yield* fileSignature(file)
-      const text = signature === undefined ? undefined : yield* readTextIfExists(file)
-      const snapshot = text === undefined ? emptySnapshot : yield* parseRegistryFile(file, text, pepper)
-      return { signature, snapshot }
-    })
-
-    // A broken file at start-up fails the layer with a clear message; later it only logs.
-    const initial = yield* readFromDisk
-    let state = { ...initial, checkedAt: Date.now() }
-
-    const refresh = Effect.gen(function*() {
-      const signature = yield* fileSignature(file)
-      if (signature === state.signature) return state.snapshot
-      const next = yield* readFromDisk
-      state = { ...next, checkedAt: state.checkedAt }
-      yield* Effect.logInfo("oauth client registry reloaded").pipe(
-        Effect.annotateLogs({ file, clients: next.snapshot.clients.size })
-      )
-      return next.snapshot
-    }).pipe(
-      Effect.catch((error) =>
-        Effect.as(
-          Effect.logWarning("oauth client registry not reloaded; keeping the last good state").pipe(
-            Effect.annotateLogs({ file: error.path, reason: error.reason })
-          ),
-          state.snapshot
-        )
-      )
-    )
-
-    const current = (force: boolean): Effect.Effect<Snapshot> =>
-      Effect.suspend(() => {
-        // Wall-clock throttle (not the Effect Clock): it paces file-system checks, not token lifetimes.
-        const now = Date.now()
-        if (!force && now - state.checkedAt < reloadIntervalMs) return Effect.succeed(state.snapshot)
-        state = { ...state, checkedAt: now }
-        return refresh
-      })
-
-    const update: Backend["update"] = (f) =>
-      withFileLock(
-        file,
-        Effect.gen(function*() {
-          // Always from disk under the lock, never from the cache: another CLI run may have just written.
-          const { snapshot } = yield* readFromDisk
-          const { next, result } = yield* f(snapshot)
-          if (next !== snapshot) yield* writeFileAtomic(file, serializeRegistry(next, pepper), 0o600)
-          const signature = yield* fileSignature(file)
-          state = { signature, snapshot: next, checkedAt: Date.now() }
-          return result
-        })
-      )
-
-    return { current, update }
-  })
-

@@ -29,7 +29,8 @@ export class FailureLimiter extends Context.Service<FailureLimiter, FailureLimit
       return makeMemoryFailureLimiter({ limit: config.maxFailuresPerMinute, windowSeconds: 60 })
     })
   )
-  static readonly layerMemory = (options: { readonly limit: number; readonly windowSeconds: number; readonly maxKeys?: number }) =>
+  /** In memory with explicit limits; for tests. */
+  static readonly layerTest = (options: { readonly limit: number; readonly windowSeconds: number; readonly maxKeys?: number }) =>
     Layer.sync(FailureLimiter, () => makeMemoryFailureLimiter(options))
 }
 

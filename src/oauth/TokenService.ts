@@ -12,11 +12,12 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import * as jose from "jose"
 import { AppConfig } from "../config/AppConfig.ts"
-import { InvalidToken, type InvalidTokenReason } from "./errors.ts"
 import { ClientRegistry } from "./ClientRegistry.ts"
+import { InvalidToken, type InvalidTokenReason } from "./errors.ts"
+import { SIGNING_ALG } from "./keyMaterial.ts"
 import { canonicalScopes, formatScopes, parseScopeString, type Scope } from "./scopes.ts"
 import { randomToken } from "./secrets.ts"
-import { SIGNING_ALG, SigningKeys } from "./SigningKeys.ts"
+import { SigningKeys } from "./SigningKeys.ts"
 
 export const ACCESS_TOKEN_TYP = "at+jwt"
 

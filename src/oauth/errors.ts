@@ -1,19 +1,10 @@
 /**
  * Typed errors of the OAuth core. None of them carries a secret, a token or a key: their fields are safe
- * to log. `detail` fields are also safe to send to callers.
+ * to log. `detail` fields are also safe to send to callers. State files fail with `FileError`
+ * (src/platform/files.ts).
  */
 import { Data } from "effect"
 import type { Scope } from "./scopes.ts"
-
-/** A state file (client registry, pepper, signing keys) could not be read, parsed or written. */
-export class OAuthStorageError extends Data.TaggedError("OAuthStorageError")<{
-  readonly path: string
-  readonly reason: string
-}> {
-  override get message() {
-    return `${this.path}: ${this.reason}`
-  }
-}
 
 /** CLI or test input that the registry refuses (bad name, unknown scope, empty id, ...). */
 export class InvalidClientInput extends Data.TaggedError("InvalidClientInput")<{

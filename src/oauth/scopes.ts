@@ -1,9 +1,14 @@
 /**
- * The API's OAuth scopes (spec section 5) and the RFC 6749 §3.3 scope syntax.
+ * Scope handling for the OAuth core: the RFC 6749 §3.3 syntax and the canonical order. Which scopes
+ * exist is the contract's fact (`Scopes` in src/api/schemas.ts); it is only re-exported here.
  */
+import { Schema } from "effect"
+import { type Scope, Scopes } from "../api/schemas.ts"
 
-export const Scopes = ["health:read", "rates:read", "subscriptions:write"] as const
-export type Scope = (typeof Scopes)[number]
+export { type Scope, Scopes }
+
+/** One known scope, for file formats. */
+export const ScopeSchema = Schema.Literals(Scopes)
 
 export const isScope = (value: string): value is Scope => (Scopes as ReadonlyArray<string>).includes(value)
 

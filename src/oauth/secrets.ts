@@ -8,8 +8,7 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 import { Effect, Redacted } from "effect"
-import { OAuthStorageError } from "./errors.ts"
-import { readOrCreate } from "./files.ts"
+import { FileError, readOrCreate } from "../platform/files.ts"
 
 export const randomToken = (bytes: number): string => randomBytes(bytes).toString("base64url")
 
@@ -54,7 +53,7 @@ export const makePepper = (value: string, origin: PepperOrigin): Pepper => {
 export const loadPepper = (options: {
   readonly configured: Redacted.Redacted<string> | undefined
   readonly pepperFile: string
-}): Effect.Effect<Pepper, OAuthStorageError> => {
+}): Effect.Effect<Pepper, FileError> => {
   if (options.configured !== undefined) {
     return Effect.succeed(makePepper(Redacted.value(options.configured), "configured"))
   }
@@ -63,7 +62,7 @@ export const loadPepper = (options: {
     ({ created, text }) => {
       const value = text.trim()
       return value.length < 32
-        ? Effect.fail(new OAuthStorageError({ path: options.pepperFile, reason: "pepper shorter than 32 characters" }))
+        ? Effect.fail(new FileError({ path: options.pepperFile, reason: "pepper shorter than 32 characters" }))
         : Effect.succeed(makePepper(value, created ? "generated" : "file"))
     }
   )

@@ -12,11 +12,11 @@ import { Health } from "../../src/health/Health.ts"
 import { RatesAnswerMemo } from "../../src/rates/answerMemo.ts"
 import { routerConfig } from "../../src/http/routeTable.ts"
 import { NewsletterMemory } from "../../src/newsletter/memory.ts"
-import { oauthTestLayer } from "../../src/oauth/layers.ts"
+import { OAuth } from "../../src/oauth/OAuth.ts"
 import { RatesProvider } from "../../src/rates/RatesProvider.ts"
 const RatesFake = RatesProvider.layerTest
 
-const services = Layer.mergeAll(HttpServer.layerServices, RatesFake, NewsletterMemory.layer, oauthTestLayer(), AccessLog.silent).pipe(
+const services = Layer.mergeAll(HttpServer.layerServices, RatesFake, NewsletterMemory.layer, OAuth.layerTest(), AccessLog.silent).pipe(
   Layer.provideMerge(AppConfig.layer.pipe(Layer.provide(configFrom({ APP_ENV: "staging", PUBLIC_BASE_URL: "https://in.process" }))))
 )
 

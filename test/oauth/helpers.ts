@@ -7,7 +7,7 @@ import { afterAll } from "vitest"
 import { AppConfig } from "../../src/config/AppConfig.ts"
 import { configFrom, type Env } from "../support/config.ts"
 import type { CreateClientInput } from "../../src/oauth/ClientRegistry.ts"
-import { OAuthLive, oauthTestLayer } from "../../src/oauth/layers.ts"
+import { OAuth } from "../../src/oauth/OAuth.ts"
 
 export const BASE = "https://api.example.test"
 export const AUDIENCE = `${BASE}/api`
@@ -61,13 +61,13 @@ export const memoryRuntime = (options: {
   readonly clock?: ReturnType<typeof makeFakeClock>
   readonly env?: Env
 } = {}) => {
-  const core = oauthTestLayer(options).pipe(Layer.provideMerge(appConfigLayer(options.env)))
+  const core = OAuth.layerTest(options).pipe(Layer.provideMerge(appConfigLayer(options.env)))
   return ManagedRuntime.make(options.clock === undefined ? core : core.pipe(Layer.provideMerge(options.clock.layer)))
 }
 
 /** File-backed OAuth core on `dataDir`, like production, with OAUTH_* variables from `env`. */
 export const fileRuntime = (dataDir: string, env: Env = {}, clock?: ReturnType<typeof makeFakeClock>) => {
-  const core = OAuthLive.pipe(Layer.provideMerge(AppConfig.layer), Layer.provide(configFrom(testEnv({ DATA_DIR: dataDir, ...env }))))
+  const core = OAuth.layer.pipe(Layer.provideMerge(AppConfig.layer), Layer.provide(configFrom(testEnv({ DATA_DIR: dataDir, ...env }))))
   return ManagedRuntime.make(clock === undefined ? core : core.pipe(Layer.provideMerge(clock.layer)))
 }
 

@@ -135,6 +135,26 @@ describe("ClientRegistry (file)", () => {
     expect(JSON.stringify(exit)).toContain("not valid JSON")
   })
 
+  it("refuses a registry that does not match its format at start, naming the member", async () => {
+    const dir = tmpDataDir()
+    const reg = await registry(open(dir))
+    await Effect.runPromise(reg.create({ name: "A", scopes: ["rates:read"] }))
+    const file = path.join(dir, "oauth", "clients.json")
+    const stored = JSON.parse(fs.readFileSync(file, "utf8"))
+    const broken = [
+      [{ ...stored, clients: [{ ...stored.clients[0], scopes: ["rates:write"] }] }, "clients[0].scopes[0]"],
+      [{ ...stored, clients: [{ ...stored.clients[0], secret_hash: "plain" }] }, "clients[0].secret_hash"],
+      [{ ...stored, clients: [stored.clients[0], stored.clients[0]] }, "clients[1].client_id: a duplicate client id"],
+      [{ ...stored, version: 2 }, "version"]
+    ] as const
+    for (const [content, expected] of broken) {
+      fs.writeFileSync(file, JSON.stringify(content))
+      const exit = await fileRuntime(dir).runPromiseExit(ClientRegistry)
+      expect(Exit.isFailure(exit)).toBe(true)
+      expect(JSON.stringify(exit)).toContain(expected)
+    }
+  })
+
   it("refuses a registry hashed with a different pepper, naming the cause", async () => {
     const dir = tmpDataDir()
     const reg = await registry(open(dir))

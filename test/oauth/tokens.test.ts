@@ -4,7 +4,8 @@ import { Effect, Exit, type ManagedRuntime } from "effect"
 import * as jose from "jose"
 import { afterEach, describe, expect, it } from "vitest"
 import { ClientRegistry } from "../../src/oauth/ClientRegistry.ts"
-import { generateSigningJwk, type PrivateJwk, SigningKeys, thumbprint } from "../../src/oauth/SigningKeys.ts"
+import { generateSigningJwk, type PrivateJwk, thumbprint } from "../../src/oauth/keyMaterial.ts"
+import { SigningKeys } from "../../src/oauth/SigningKeys.ts"
 import { REQUIRED_CLAIMS, TokenService } from "../../src/oauth/TokenService.ts"
 import { AUDIENCE, BASE, eventually, fileRuntime, makeFakeClock, memoryRuntime, tmpDataDir } from "./helpers.ts"
 
@@ -218,6 +219,22 @@ describe("SigningKeys", () => {
     )
     expect(switched).toBe(true)
     expect((await verify(server, before.accessToken)).clientId).toBe("partner")
+  })
+
+  it("keeps the last good keys when the key file is broken at runtime, and refuses it at start", async () => {
+    const dir = tmpDataDir()
+    const server = keep(fileRuntime(dir))
+    const kid = (await jwksOf(server)).keys[0]!.kid
+    const file = path.join(dir, "oauth", "signing-keys.json")
+    const stored = JSON.parse(fs.readFileSync(file, "utf8"))
+    fs.writeFileSync(file, JSON.stringify({ ...stored, keys: [{ ...stored.keys[0], retired_at: "2026-01-01T00:00:00Z" }] }))
+    await new Promise((resolve) => setTimeout(resolve, 1100))
+    expect((await jwksOf(server)).keys[0]!.kid).toBe(kid)
+    const exit = await fileRuntime(dir).runPromiseExit(SigningKeys)
+    expect(Exit.isFailure(exit)).toBe(true)
+    const shown = JSON.stringify(exit)
+    expect(shown).toContain("exactly the first key must be active")
+    expect(shown).not.toContain(stored.keys[0].jwk.d)
   })
 
   it("drops retired keys only after the retention period", async () => {

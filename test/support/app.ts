@@ -10,7 +10,7 @@ import { RequestCounter } from "../../src/http/rateLimit.ts"
 import { NewsletterMemory } from "../../src/newsletter/memory.ts"
 import type { Newsletter } from "../../src/newsletter/Newsletter.ts"
 import type { CreateClientInput } from "../../src/oauth/ClientRegistry.ts"
-import { oauthTestLayer } from "../../src/oauth/layers.ts"
+import { OAuth } from "../../src/oauth/OAuth.ts"
 import { RatesProvider } from "../../src/rates/RatesProvider.ts"
 import { configFrom } from "./config.ts"
 import { serve, type TestServer } from "./server.ts"
@@ -44,7 +44,7 @@ export const startTestApp = async (options: {
   const services = Layer.mergeAll(
     options.rates ?? RatesProvider.layerTest,
     options.newsletter ?? NewsletterMemory.layer,
-    oauthTestLayer({
+    OAuth.layerTest({
       clients: testClients,
       ...(options.oauthMaxFailuresPerMinute === undefined ? {} : { maxFailuresPerMinute: options.oauthMaxFailuresPerMinute })
     }),

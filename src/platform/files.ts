@@ -1,13 +1,22 @@
 /**
- * Small file primitives for the OAuth state under DATA_DIR: atomic replace (temp file + rename, so a
- * reader never sees half a file), an advisory lock file (so two CLI runs cannot lose each other's
- * update), and a cheap change signature for hot reload.
+ * Small file primitives for state under DATA_DIR that a server and an operator CLI share: atomic replace
+ * (temp file + rename, so a reader never sees half a file), an advisory lock file (so two CLI runs cannot
+ * lose each other's update), and a cheap change signature for hot reload.
  */
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
-import { Effect } from "effect"
-import { OAuthStorageError } from "./errors.ts"
+import { Data, Effect } from "effect"
+
+/** A state file could not be read, parsed or written. Names the file; never holds its content. */
+export class FileError extends Data.TaggedError("FileError")<{
+  readonly path: string
+  readonly reason: string
+}> {
+  override get message() {
+    return `${this.path}: ${this.reason}`
+  }
+}
 
 const reasonOf = (cause: unknown): string => {
   const e = cause as NodeJS.ErrnoException | undefined
@@ -15,16 +24,16 @@ const reasonOf = (cause: unknown): string => {
   return e?.code !== undefined ? `${e.syscall ?? "fs"} failed (${e.code})` : String(e?.message ?? cause)
 }
 
-const attempt = <A>(file: string, run: () => Promise<A>): Effect.Effect<A, OAuthStorageError> =>
-  Effect.tryPromise({ try: run, catch: (cause) => new OAuthStorageError({ path: file, reason: reasonOf(cause) }) })
+const attempt = <A>(file: string, run: () => Promise<A>): Effect.Effect<A, FileError> =>
+  Effect.tryPromise({ try: run, catch: (cause) => new FileError({ path: file, reason: reasonOf(cause) }) })
 
-export const ensureDir = (dir: string): Effect.Effect<void, OAuthStorageError> =>
+export const ensureDir = (dir: string): Effect.Effect<void, FileError> =>
   attempt(dir, async () => {
     await fs.mkdir(dir, { recursive: true, mode: 0o700 })
   })
 
 /** The file's text, or `undefined` when it does not exist. */
-export const readTextIfExists = (file: string): Effect.Effect<string | undefined, OAuthStorageError> =>
+export const readTextIfExists = (file: string): Effect.Effect<string | undefined, FileError> =>
   attempt(file, async () => {
     try {
       return await fs.readFile(file, "utf8")
@@ -38,7 +47,7 @@ export const readTextIfExists = (file: string): Effect.Effect<string | undefined
  * Identifies one version of a file: inode (rename gives a new one), mtime and size. `undefined` when the
  * file does not exist.
  */
-export const fileSignature = (file: string): Effect.Effect<string | undefined, OAuthStorageError> =>
+export const fileSignature = (file: string): Effect.Effect<string | undefined, FileError> =>
   attempt(file, async () => {
     try {
       const s = await fs.stat(file, { bigint: true })
@@ -50,7 +59,7 @@ export const fileSignature = (file: string): Effect.Effect<string | undefined, O
   })
 
 /** Replaces `file` atomically: write a temp file beside it with `mode`, fsync, rename over. */
-export const writeFileAtomic = (file: string, text: string, mode: number): Effect.Effect<void, OAuthStorageError> =>
+export const writeFileAtomic = (file: string, text: string, mode: number): Effect.Effect<void, FileError> =>
   attempt(file, async () => {
     await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 })
     const tmp = `${file}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`
@@ -81,7 +90,7 @@ const LOCK_STALE_MS = 30_000
 export const withFileLock = <A, E, R>(
   file: string,
   effect: Effect.Effect<A, E, R>
-): Effect.Effect<A, E | OAuthStorageError, R> => {
+): Effect.Effect<A, E | FileError, R> => {
   const lock = `${file}.lock`
   const acquire = attempt(lock, async () => {
     await fs.mkdir(path.dirname(lock), { recursive: true, mode: 0o700 })
@@ -122,7 +131,7 @@ export const readOrCreate = (
   file: string,
   mode: number,
   create: () => Effect.Effect<string>
-): Effect.Effect<{ readonly text: string; readonly created: boolean }, OAuthStorageError> =>
+): Effect.Effect<{ readonly text: string; readonly created: boolean }, FileError> =>
   Effect.flatMap(readTextIfExists(file), (existing) =>
     existing !== undefined
       ? Effect.succeed({ text: existing, created: false })
