@@ -13,12 +13,12 @@ import { AppReadyAnswers, AppRoutes } from "./app.ts"
 import { AppConfig } from "./config/AppConfig.ts"
 import { Health } from "./health/Health.ts"
 import { Edge } from "./http/edge.ts"
-import { EdgeServer } from "./http/EdgeServer.ts"
+import { EdgeServer, type HttpLimits } from "./http/EdgeServer.ts"
 import { ReadyAnswers } from "./http/ReadyAnswers.ts"
 import { RequestCounter } from "./http/rateLimit.ts"
 import { routerConfig } from "./http/routeTable.ts"
 import { Newsletter } from "./newsletter/Newsletter.ts"
-import { OAuthLive } from "./oauth/layers.ts"
+import { OAuth } from "./oauth/OAuth.ts"
 import { AccessLog } from "./observability/AccessLog.ts"
 import { MetricsServer } from "./observability/metrics.ts"
 import { RatesAnswerMemo } from "./rates/answerMemo.ts"
@@ -41,7 +41,7 @@ const Stateful = Layer.unwrap(
 /** Every live service the application needs, from configuration (the process environment by default). */
 export const LiveServices = Layer.mergeAll(Stateful, Newsletter.layer).pipe(
   Layer.provide(NodeHttpClient.layerUndici),
-  Layer.provideMerge(Layer.mergeAll(OAuthLive, AccessLog.stdout)),
+  Layer.provideMerge(Layer.mergeAll(OAuth.layer, AccessLog.stdout)),
   Layer.provideMerge(AppConfig.layer)
 )
 
@@ -74,11 +74,12 @@ const serverOn = (listen: {
   readonly port?: number | undefined
   readonly host?: string | undefined
   readonly quiet?: boolean | undefined
+  readonly limits?: Partial<HttpLimits> | undefined
 }) => {
   // Shared by the handlers and the ready answers: one health start time, one memo of rates answers.
   const shared = Layer.mergeAll(Health.layer, RatesAnswerMemo.layer)
   const server = Layer.unwrap(
-    Effect.map(AppConfig, (config) => EdgeServer.layer({ port: listen.port ?? config.port, host: listen.host ?? config.host }))
+    Effect.map(AppConfig, (config) => EdgeServer.layer({ port: listen.port ?? config.port, host: listen.host ?? config.host, limits: listen.limits }))
   ).pipe(Layer.provide(Edge.layer), Layer.provide(ReadyAnswersUnlessTraced), Layer.provide(shared))
   return Layer.mergeAll(HttpRouter.serve(AppRoutes, { disableLogger: true, disableListenLog: listen.quiet === true, routerConfig }), Metrics).pipe(
     Layer.provideMerge(server),
@@ -98,6 +99,8 @@ export interface ServerOptions {
   readonly host?: string | undefined
   /** No "Listening on" line (tests). */
   readonly quiet?: boolean | undefined
+  /** Request deadlines; C8's by default (tests shorten them). */
+  readonly limits?: Partial<HttpLimits> | undefined
 }
 
 /** The whole server: services first (keys, registries, upstream clients), then the listening socket. */
