@@ -8,6 +8,11 @@ type Json = Record<string, any>
 
 const header = (description: string, schema: Json = { type: "string" }) => ({ description, schema })
 
+/** The path of the operation with this id in the generated document (the contract states it once). */
+const pathOf = (spec: Json, operationId: string): string | undefined =>
+  Object.entries<Json>(spec.paths ?? {}).find(([, item]) =>
+    Object.values<Json>(item).some((op) => typeof op === "object" && op?.operationId === operationId))?.[0]
+
 export const transformOpenApi = (spec: Json): Json => {
   const schemes = { ...spec.components?.securitySchemes }
   schemes.oauth2 = {
@@ -15,7 +20,7 @@ export const transformOpenApi = (spec: Json): Json => {
     description: "Client credentials for approved private integrations; credentials come from the operator.",
     flows: {
       clientCredentials: {
-        tokenUrl: "/oauth/token",
+        tokenUrl: pathOf(spec, "requestToken"),
         scopes: {
           "health:read": "read service health",
           "rates:read": "read exchange-rate data",
