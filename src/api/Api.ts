@@ -146,7 +146,8 @@ export class NewsletterGroup extends HttpApiGroup.make("newsletter", { topLevel:
   .middleware(ServerProblems)
   .middleware(MethodProblems)
   // The spec forbids additional properties on this body: refuse them instead of stripping them.
-  .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error" })
+  // Options replace the API's (HttpApi.ts), so every failure is asked for again.
+  .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error", errors: "all" })
   .annotate(OpenApi.Title, "Newsletter")
 {}
 
@@ -172,6 +173,8 @@ export class OAuthGroup extends HttpApiGroup.make("oauth", { topLevel: true })
 
 export class Api extends HttpApi.make("crypto-landing-api")
   .add(HealthGroup, RatesGroup, NewsletterGroup, OAuthGroup)
+  // A validation problem lists every failed member, not the first (C7).
+  .annotate(HttpApi.PayloadParseOptions, { errors: "all" })
   .annotateMerge(OpenApi.annotations({
     title: "Crypto landing API",
     version: "1.0.0",

@@ -19,11 +19,20 @@ export const jsonPointer = (path: ReadonlyArray<PropertyKey>) =>
 
 const clip = (text: string, max = 200) => (text.length > max ? `${text.slice(0, max)}…` : text)
 
-export const fieldErrorsOf = (issue: SchemaIssue.Issue): Array<ProblemFieldError> =>
-  formatIssues(issue).issues.slice(0, 20).map((i) => ({
-    pointer: jsonPointer((i.path ?? []).map((s) => (typeof s === "object" && s !== null ? s.key : s))),
-    detail: clip(i.message)
-  }))
+/**
+ * One entry per failed member, in the order the schema met them (stable for a given body); a member
+ * that failed several checks (`""`: too short and not a symbol) gets them joined in one detail.
+ */
+export const fieldErrorsOf = (issue: SchemaIssue.Issue): Array<ProblemFieldError> => {
+  const byPointer = new Map<string, Array<string>>()
+  for (const i of formatIssues(issue).issues) {
+    const pointer = jsonPointer((i.path ?? []).map((s) => (typeof s === "object" && s !== null ? s.key : s)))
+    const details = byPointer.get(pointer)
+    if (details !== undefined) details.push(i.message)
+    else if (byPointer.size < 20) byPointer.set(pointer, [i.message])
+  }
+  return [...byPointer].map(([pointer, details]) => ({ pointer, detail: clip(details.join("; ")) }))
+}
 
 // HttpApi reports an unparsable JSON body as this single root issue.
 const isUnparsableJson = (issue: SchemaIssue.Issue) =>
