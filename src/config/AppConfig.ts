@@ -27,8 +27,6 @@ export interface AppConfigShape {
   /** Origins (`scheme://host[:port]`, as browsers send them) or every origin. */
   readonly corsOrigins: ReadonlyArray<string> | "*"
   readonly trustProxyRule: TrustProxyRule
-  /** `trustProxyRule` is not None; kept while the edge still reads a boolean. */
-  readonly trustProxy: boolean
   readonly redisUrl: Redacted.Redacted<string> | undefined
   /** Prefix of every Redis key, so several deployments (or test runs) can share one Redis. */
   readonly redisKeyPrefix: string
@@ -45,6 +43,8 @@ export interface AppConfigShape {
   readonly serviceName: string
   /** Largest accepted request body in bytes (C8: 16 KiB). */
   readonly maxBodyBytes: number
+  /** Open connections allowed per client address (IPv6 per /64; trusted proxies exempt); 0 = no cap. */
+  readonly maxConnectionsPerAddress: number
 }
 
 /** `false`, `true` (one hop), a hop count, or a comma list of CIDRs (a bare address is its own /32 or /128). */
@@ -116,7 +116,8 @@ export const readAppConfig: Effect.Effect<AppConfigShape, ConfigInvalid> = Effec
     metricsPort: optional(Config.Port("METRICS_PORT").pipe(expecting("METRICS_PORT", "a port from 1 to 65535"))),
     metricsHost: text("METRICS_HOST", "127.0.0.1"),
     otlpEndpoint: optional(httpUrl("OTEL_EXPORTER_OTLP_ENDPOINT")),
-    serviceName: text("OTEL_SERVICE_NAME", "crypto-landing-api")
+    serviceName: text("OTEL_SERVICE_NAME", "crypto-landing-api"),
+    maxConnectionsPerAddress: int("MAX_CONNECTIONS_PER_ADDRESS", 100, 0)
   })
   return {
     port: c.port,
@@ -127,7 +128,6 @@ export const readAppConfig: Effect.Effect<AppConfigShape, ConfigInvalid> = Effec
     dataDir: c.dataDir,
     corsOrigins: c.corsOrigins,
     trustProxyRule: c.trustProxyRule,
-    trustProxy: c.trustProxyRule._tag !== "None",
     redisUrl: c.redisUrl,
     redisKeyPrefix: c.redisKeyPrefix,
     databaseUrl: c.databaseUrl,
@@ -137,7 +137,8 @@ export const readAppConfig: Effect.Effect<AppConfigShape, ConfigInvalid> = Effec
     metricsHost: c.metricsHost,
     otlpEndpoint: c.otlpEndpoint,
     serviceName: c.serviceName,
-    maxBodyBytes: 16 * 1024
+    maxBodyBytes: 16 * 1024,
+    maxConnectionsPerAddress: c.maxConnectionsPerAddress
   }
 })
 

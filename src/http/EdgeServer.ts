@@ -11,29 +11,73 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Duration, Effect, Layer, Scope } from "effect"
 import { HttpServer } from "effect/http"
+import { AppConfig } from "../config/AppConfig.ts"
+import { makeIsTrustedPeer } from "./clientIp.ts"
+import { capConnectionsPerAddress } from "./connectionCap.ts"
+import { listenFailure } from "../startup.ts"
 import { type AppHandler, Edge } from "./edge.ts"
+import { Readiness } from "./probes.ts"
+
+/** Deadlines of a request (C8) and of an idle connection. */
+export interface HttpLimits {
+  /** The request headers must have arrived within this (C8: 10 s). */
+  readonly headersTimeout: Duration.Input
+  /** The whole request, body included, within this (C8: 30 s). */
+  readonly requestTimeout: Duration.Input
+  /** How often Node looks for requests past those deadlines: each is enforced within this much of it. */
+  readonly checkInterval: Duration.Input
+  /** An idle keep-alive connection is closed after this. */
+  readonly keepAliveTimeout: Duration.Input
+}
+
+export const defaultHttpLimits: HttpLimits = {
+  headersTimeout: "10 seconds",
+  requestTimeout: "30 seconds",
+  // Node's default (30 s) let a 10 s header deadline run to 40 s.
+  checkInterval: "1 second",
+  keepAliveTimeout: "5 seconds"
+}
+
+/** Node's server options for these limits. */
+export const nodeServerOptions = (limits: Partial<HttpLimits> = {}) => {
+  const all = { ...defaultHttpLimits, ...limits }
+  const millis = (d: Duration.Input) => Duration.toMillis(Duration.fromInputUnsafe(d))
+  return {
+    headersTimeout: millis(all.headersTimeout),
+    requestTimeout: millis(all.requestTimeout),
+    connectionsCheckingInterval: millis(all.checkInterval),
+    keepAliveTimeout: millis(all.keepAliveTimeout)
+  }
+}
 
 export interface EdgeServerOptions {
   readonly port: number
   readonly host?: string | undefined
   readonly drainTimeout?: Duration.Input | undefined
+  /** C8's deadlines by default; tests shorten them. */
+  readonly limits?: Partial<HttpLimits> | undefined
 }
 
 const make = (options: EdgeServerOptions) =>
   Effect.gen(function*() {
     const edge = yield* Edge
+    const config = yield* AppConfig
     let app: AppHandler | undefined
     const early: Array<readonly [IncomingMessage, ServerResponse]> = []
-    // Slow-loris protection (C8): bounded time to send headers and the whole request.
-    const server = createServer({ headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 5_000 }, (req, res) =>
+    // Slow-loris protection (C8): bounded time to send headers and the whole request, and sockets per address.
+    const server = createServer(nodeServerOptions(options.limits), (req, res) =>
       app === undefined ? void early.push([req, res]) : edge.handle(req, res, app))
+    capConnectionsPerAddress(server, config.maxConnectionsPerAddress, makeIsTrustedPeer(config.trustProxyRule))
     const base = yield* NodeHttpServer.make(() => server, {
       port: options.port,
       ...(options.host === undefined ? {} : { host: options.host }),
       disablePreemptiveShutdown: true
-    })
+    }).pipe(Effect.mapError((error) => listenFailure(error, options.port, options.host)))
     const drainTimeout = options.drainTimeout ?? Duration.seconds(10)
+    const readiness = yield* Readiness
+    // /readyz answers 503 from the moment draining begins.
     const drain = Effect.callback<void>((resume) => {
+      readiness.startDraining()
       server.close(() => resume(Effect.void))
     }).pipe(
       Effect.timeoutOrElse({ duration: drainTimeout, orElse: () => Effect.sync(() => server.closeAllConnections()) })
@@ -56,7 +100,7 @@ const make = (options: EdgeServerOptions) =>
   })
 
 export const EdgeServer = {
-  /** The server on `port`/`host`, with Node's HTTP platform services; needs the `Edge`. */
+  /** The server on `port`/`host`, with Node's HTTP platform services; needs the `Edge`, `AppConfig` and `Readiness`. */
   layer: (options: EdgeServerOptions) =>
     Layer.mergeAll(Layer.effect(HttpServer.HttpServer, make(options)), NodeHttpServer.layerHttpServices)
 }

@@ -13,13 +13,15 @@
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Context, Effect, Exit, Layer } from "effect"
 import type { HttpServerResponse } from "effect/http"
+import type { Caller, RateLimitPolicyName } from "../api/Api.ts"
 import { RateLimited } from "../api/problems.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { BearerAuth } from "../oauth/BearerAuth.ts"
 import { AccessLog } from "../observability/AccessLog.ts"
 import { recordRateLimited, recordRequest } from "../observability/metrics.ts"
-import { clientIpFrom } from "./clientIp.ts"
+import { makeClientIp } from "./clientIp.ts"
 import { type Exchange, setExchange } from "./exchange.ts"
+import { KnownTokens } from "./knownTokens.ts"
 import { problemResponse, type ProblemContext } from "./problemResponse.ts"
 import { type Decision, limitKey, rateLimitedResponse, rateLimitHeaders, RequestCounter } from "./rateLimit.ts"
 import { type ReadyAnswer, ReadyAnswers } from "./ReadyAnswers.ts"
@@ -68,6 +70,21 @@ const sendJson = (res: ServerResponse, body: string | Uint8Array) => {
   res.end(bytes)
 }
 
+/**
+ * A chunked body the HttpApi leaves unread (a HEAD's, or one refused before or while it is read) is
+ * drained only to 256 KiB by the platform (NodeHttpServer's teardownBody), which then closes the
+ * connection. Announced (`Connection: close`), a keep-alive client sends its next request on a new
+ * connection instead of losing it; a body read to its end takes the announcement back.
+ */
+const closeUnlessBodyRead = (app: AppHandler): AppHandler => (req, res) => {
+  const keepAlive = res.shouldKeepAlive
+  res.shouldKeepAlive = false
+  req.once("end", () => {
+    if (!res.headersSent) res.shouldKeepAlive = keepAlive
+  })
+  app(req, res)
+}
+
 const methodNotAllowed = (method: string, allowed: ReadonlyArray<string>, ctx: ProblemContext) => {
   const response = problemResponse("method_not_allowed", ctx, { detail: `${method} is not supported on this path.` })
   return { response, allow: allowed.join(", ") }
@@ -87,6 +104,8 @@ const makeEdge = Effect.gen(function*() {
   const bearer = yield* BearerAuth
   const ready = new Map<string, ReadyAnswer>((yield* ReadyAnswers).map((answer) => [answer.operationId, answer]))
   const routes = makeRouteTable()
+  const clientIpOf = makeClientIp(config.trustProxyRule)
+  const knownTokens = new KnownTokens(config.tokenTtlSeconds)
   const run = Effect.runCallbackWith(yield* Effect.context<never>())
   const corsAll = config.corsOrigins === "*"
   const corsSet = new Set(corsAll ? [] : config.corsOrigins)
@@ -179,36 +198,95 @@ const makeEdge = Effect.gen(function*() {
     readSmallJsonBody(req, length, attempt, () => app(req, res))
   }
 
-  /** Step 2: counts the request against its operation's policy, then answers it. */
-  const limitThenAnswer = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, operation: RouteOperation, app: AppHandler) => {
-    const policy = operation.policy
-    if (policy === undefined) return answer(req, res, exchange, operation, app)
-    const caller = exchange.bearer !== undefined && "caller" in exchange.bearer ? exchange.bearer.caller : undefined
-    const [key, limit] = limitKey(policy, config.rateLimits[policy], caller, exchange.clientIp)
+  /** Counts one request against `key`: on success sets the RateLimit fields and goes on, else answers 429. */
+  const count = (res: ServerResponse, exchange: Exchange, policy: RateLimitPolicyName, key: string, limit: number, then: () => void) => {
     const decide = (counted: Exit.Exit<Decision, RateLimited>) => {
       if (Exit.isSuccess(counted)) {
         const headers = rateLimitHeaders(counted.value)
         res.setHeader("ratelimit-policy", headers["ratelimit-policy"])
         res.setHeader("ratelimit", headers.ratelimit)
-        return answer(req, res, exchange, operation, app)
+        return then()
       }
       const limited = Exit.findErrorOption(counted)
       if (limited._tag === "None" || !(limited.value instanceof RateLimited)) return defect(res, exchange, counted.cause)
       recordRateLimited(policy)
       send(res, rateLimitedResponse(policy, limit, limited.value, problemContext(exchange)))
     }
-    const count = counter.consume(key, limit)
-    if (Exit.isExit(count)) return decide(count as Exit.Exit<Decision, RateLimited>)
-    run(count, { onExit: decide })
+    const counted = counter.consume(key, limit)
+    if (Exit.isExit(counted)) return decide(counted as Exit.Exit<Decision, RateLimited>)
+    run(counted, { onExit: decide })
   }
 
-  const handle = (req: IncomingMessage, res: ServerResponse, app: AppHandler) => {
+  /** Step 2: counts the request against its operation's policy, then answers it. */
+  const limitThenAnswer = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, operation: RouteOperation, app: AppHandler) => {
+    const policy = operation.policy
+    if (policy === undefined) return answer(req, res, exchange, operation, app)
+    const [key, limit] = limitKey(policy, config.rateLimits[policy], undefined, exchange.clientIp)
+    count(res, exchange, policy, key, limit, () => answer(req, res, exchange, operation, app))
+  }
+
+  /** Verifies the token; its verdict is kept for the Bearer middleware; `then` gets the caller when valid. */
+  const verify = (res: ServerResponse, exchange: Exchange, authorization: string, then: (caller: Caller | undefined) => void) =>
+    run(bearer.authenticate(authorization, undefined), {
+      onExit: (verdict) => {
+        if (Exit.isSuccess(verdict)) {
+          if (verdict.value._tag !== "Authenticated") return then(undefined)
+          exchange.bearer = { caller: verdict.value.principal }
+          return then(verdict.value.principal)
+        }
+        const error = Exit.findErrorOption(verdict)
+        if (error._tag === "None" || error.value._tag !== "InvalidToken") return defect(res, exchange, verdict.cause)
+        exchange.bearer = { invalid: error.value }
+        then(undefined)
+      }
+    })
+
+  /**
+   * Step 2 with a token (C6): the token picks the tier, and limits are counted before a signature is
+   * verified. A token unknown here is counted in the address's anonymous tier first: a flood of bad
+   * tokens meets 429 without a verification once that tier is spent, and a valid token then moves to
+   * its client's tier. A token that verified before is counted in its client's tier, then verified
+   * again (a revoked client's tokens stop at once).
+   */
+  const bearerThenAnswer = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    exchange: Exchange,
+    operation: RouteOperation,
+    policy: RateLimitPolicyName,
+    authorization: string,
+    app: AppHandler
+  ) => {
+    const base = config.rateLimits[policy]
+    const [anonymousKey, anonymousLimit] = limitKey(policy, base, undefined, exchange.clientIp)
+    const go = () => answer(req, res, exchange, operation, app)
+    const known = knownTokens.get(authorization)
+    if (known !== undefined) {
+      const [key, limit] = limitKey(policy, base, known, exchange.clientIp)
+      return count(res, exchange, policy, key, limit, () =>
+        verify(res, exchange, authorization, (caller) => {
+          if (caller !== undefined) return go()
+          knownTokens.forget(authorization)
+          count(res, exchange, policy, anonymousKey, anonymousLimit, go)
+        }))
+    }
+    count(res, exchange, policy, anonymousKey, anonymousLimit, () =>
+      verify(res, exchange, authorization, (caller) => {
+        if (caller === undefined) return go() // the Bearer middleware answers 401
+        knownTokens.remember(authorization, caller)
+        const [key, limit] = limitKey(policy, base, caller, exchange.clientIp)
+        count(res, exchange, policy, key, limit, go)
+      }))
+  }
+
+  const handle = (req: IncomingMessage, res: ServerResponse, handler: AppHandler) => {
     const started = performance.now()
+    const app = req.headers["transfer-encoding"] === undefined ? handler : closeUnlessBodyRead(handler)
     const path = pathOf(req.url ?? "/")
     const route = routes.match(path)
     const exchange: Exchange = {
       requestId: requestIdOf(req.headers["x-request-id"] as string | undefined),
-      clientIp: clientIpFrom(req.headers["x-forwarded-for"] as string | undefined, req.socket.remoteAddress, config.trustProxy),
+      clientIp: clientIpOf(req.headers["x-forwarded-for"] as string | undefined, req.socket.remoteAddress),
       route
     }
     setExchange(req, exchange)
@@ -235,19 +313,7 @@ const makeEdge = Effect.gen(function*() {
       if (authorization === undefined || operation.policy === undefined) {
         return limitThenAnswer(req, res, exchange, operation, app)
       }
-      // A token decides the tier (C6): checked once here, its verdict kept for the Bearer middleware.
-      run(bearer.authenticate(authorization, undefined), {
-        onExit: (verdict) => {
-          if (Exit.isSuccess(verdict)) {
-            if (verdict.value._tag === "Authenticated") exchange.bearer = { caller: verdict.value.principal }
-          } else {
-            const error = Exit.findErrorOption(verdict)
-            if (error._tag === "None" || error.value._tag !== "InvalidToken") return defect(res, exchange, verdict.cause)
-            exchange.bearer = { invalid: error.value }
-          }
-          limitThenAnswer(req, res, exchange, operation, app)
-        }
-      })
+      bearerThenAnswer(req, res, exchange, operation, operation.policy, authorization, app)
     } catch (error) {
       defect(res, exchange, error)
     }

@@ -12,7 +12,7 @@ import type { RouteMatch } from "./routeTable.ts"
 
 export interface Exchange {
   readonly requestId: string
-  /** The caller's address as counted (C2, C8). */
+  /** The caller's address per TRUST_PROXY (C2), canonical; rate limits count its bucket (C8, clientIp.ts). */
   readonly clientIp: string
   readonly route: RouteMatch | undefined
   /** Set when the request carried an Authorization header and the edge checked it. */

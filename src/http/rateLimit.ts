@@ -11,6 +11,7 @@ import { RateLimiter, type Redis } from "effect/persistence"
 import type { RateLimitPolicyName } from "../api/Api.ts"
 import { RateLimited } from "../api/problems.ts"
 import { AppConfig } from "../config/AppConfig.ts"
+import { addressBucket } from "./clientIp.ts"
 import { type ProblemContext, problemResponse } from "./problemResponse.ts"
 
 export const WindowSeconds = 60
@@ -44,14 +45,17 @@ export const rateLimitedResponse = (
   )
 }
 
-/** The counting key and limit of a request (C8): per IP when anonymous, per client (x10) with a token. */
+/**
+ * The counting key and limit of a request (C8): per address when anonymous (IPv4-mapped IPv6 as IPv4,
+ * other IPv6 per /64), per client (x10) with a token.
+ */
 export const limitKey = (
   policy: RateLimitPolicyName,
   base: number,
   caller: { readonly clientId: string } | undefined,
   ip: string
 ): readonly [key: string, limit: number] =>
-  caller === undefined ? [`${policy}:ip:${ip}`, base] : [`${policy}:client:${caller.clientId}`, base * 10]
+  caller === undefined ? [`${policy}:ip:${addressBucket(ip)}`, base] : [`${policy}:client:${caller.clientId}`, base * 10]
 
 const windowMillis = WindowSeconds * 1000
 const decisionOf = (policy: string, limit: number, remaining: number, resetAfterMillis: number): Decision => ({

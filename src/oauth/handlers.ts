@@ -31,7 +31,7 @@ export const OAuthHandlers = HttpApiBuilder.group(
             authorization: request.headers["authorization"],
             contentType: request.headers["content-type"],
             body,
-            clientIp: clientIp(request, config.trustProxy),
+            clientIp: clientIp(request),
             requestId: yield* CurrentRequestId
           })
           return HttpServerResponse.text(answer.body, {

@@ -6,6 +6,7 @@ import { Layer } from "effect"
 import { AppConfig } from "../../src/config/AppConfig.ts"
 import type { Env } from "./config.ts"
 import { AccessLog, type AccessLogEntry } from "../../src/observability/AccessLog.ts"
+import type { HttpLimits } from "../../src/http/EdgeServer.ts"
 import { RequestCounter } from "../../src/http/rateLimit.ts"
 import { NewsletterMemory } from "../../src/newsletter/memory.ts"
 import type { Newsletter } from "../../src/newsletter/Newsletter.ts"
@@ -32,6 +33,8 @@ export const startTestApp = async (options: {
   readonly oauthMaxFailuresPerMinute?: number
   /** Where rate limits are counted (default: memory). */
   readonly counter?: Layer.Layer<RequestCounter, unknown, AppConfig>
+  /** Request deadlines of the server (default: C8's). */
+  readonly limits?: Partial<HttpLimits>
 } = {}): Promise<TestApp> => {
   const logs: Array<AccessLogEntry> = []
   // Limits out of the way unless a test sets them (rate-limit.test.ts does).
@@ -51,7 +54,7 @@ export const startTestApp = async (options: {
     AccessLog.capture(logs),
     options.counter ?? RequestCounter.layerMemory
   ).pipe(Layer.provideMerge(config))
-  const server = await serve(services)
+  const server = await serve(services, options.limits)
   return { ...server, logs }
 }
 

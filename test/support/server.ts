@@ -5,6 +5,7 @@
  */
 import { Context, Effect, Exit, Layer, Scope } from "effect"
 import { HttpServer } from "effect/http"
+import type { HttpLimits } from "../../src/http/EdgeServer.ts"
 import { type AppServices, ServerLive } from "../../src/server.ts"
 
 export interface TestServer {
@@ -12,9 +13,9 @@ export interface TestServer {
   readonly close: () => Promise<void>
 }
 
-export const serve = async (services: Layer.Layer<AppServices, unknown>): Promise<TestServer> => {
+export const serve = async (services: Layer.Layer<AppServices, unknown>, limits?: Partial<HttpLimits>): Promise<TestServer> => {
   const scope = await Effect.runPromise(Scope.make())
-  const server = ServerLive({ services, port: 0, host: "127.0.0.1", quiet: true })
+  const server = ServerLive({ services, port: 0, host: "127.0.0.1", quiet: true, limits })
   const context = await Effect.runPromise(Layer.buildWithScope(server, scope))
   const address = Context.get(context, HttpServer.HttpServer).address
   const url = address._tag === "UnixPathAddress" ? "http://unix" : `http://127.0.0.1:${address.port}`
