@@ -5,7 +5,9 @@
  * discovery `issuer`), `sub` and `client_id` (the client), `aud` (= PUBLIC_BASE_URL + "/api"), `iat`,
  * `exp` (= iat + TOKEN_TTL_SECONDS), `jti` (128 random bits), `scope` (space-delimited string).
  *
- * Verification uses keys imported once (SigningKeys), never HTTP. A token of a revoked client is refused
+ * Verification uses keys imported once (SigningKeys), never HTTP. A token that this server could not
+ * have issued is refused even with a good signature: `iat` more than 60 s ahead, or `exp - iat` longer
+ * than TOKEN_TTL_SECONDS (CONTRACT C6). A token of a revoked client is refused
  * even before it expires; a token outlives a secret rotation (rotation is routine hygiene, revocation is
  * the emergency brake).
  */
@@ -49,6 +51,8 @@ export const REQUIRED_CLAIMS = ["iss", "exp", "aud", "sub", "client_id", "iat", 
 
 const JWS_COMPACT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/
 const MAX_TOKEN_LENGTH = 4096
+/** How far ahead of this clock an `iat` may lie (another instance's clock may run ahead). */
+export const MAX_CLOCK_SKEW_SECONDS = 60
 
 const invalid = (reason: InvalidTokenReason): InvalidToken =>
   new InvalidToken({
@@ -143,10 +147,13 @@ export class TokenService extends Context.Service<TokenService, TokenServiceShap
               }),
             catch: (error) => invalid(reasonFromJose(error))
           })
-          const { client_id: clientId, sub, scope, jti } = result.payload
+          const { client_id: clientId, sub, scope, jti, iat, exp } = result.payload
           if (typeof clientId !== "string" || clientId !== sub || typeof scope !== "string" || typeof jti !== "string") {
             return yield* Effect.fail(invalid("bad_claims"))
           }
+          // C6: what this server could not have issued, even signed with its key (jose checks neither).
+          if (iat! > now / 1000 + MAX_CLOCK_SKEW_SECONDS) return yield* Effect.fail(invalid("not_yet_valid"))
+          if (exp! - iat! > ttl) return yield* Effect.fail(invalid("bad_claims"))
           const parsed = parseScopeString(scope)
           if (parsed._tag !== "Ok") return yield* Effect.fail(invalid("bad_claims"))
           const client = yield* registry.get(clientId)
