@@ -14,9 +14,7 @@ import { HttpServer } from "effect/http"
 import { AppConfig } from "../config/AppConfig.ts"
 import { makeIsTrustedPeer } from "./clientIp.ts"
 import { capConnectionsPerAddress } from "./connectionCap.ts"
-import { listenFailure } from "../startup.ts"
 import { type AppHandler, Edge } from "./edge.ts"
-import { Readiness } from "./probes.ts"
 
 /** Deadlines of a request (C8) and of an idle connection. */
 export interface HttpLimits {
@@ -72,12 +70,9 @@ const make = (options: EdgeServerOptions) =>
       port: options.port,
       ...(options.host === undefined ? {} : { host: options.host }),
       disablePreemptiveShutdown: true
-    }).pipe(Effect.mapError((error) => listenFailure(error, options.port, options.host)))
+    })
     const drainTimeout = options.drainTimeout ?? Duration.seconds(10)
-    const readiness = yield* Readiness
-    // /readyz answers 503 from the moment draining begins.
     const drain = Effect.callback<void>((resume) => {
-      readiness.startDraining()
       server.close(() => resume(Effect.void))
     }).pipe(
       Effect.timeoutOrElse({ duration: drainTimeout, orElse: () => Effect.sync(() => server.closeAllConnections()) })
@@ -100,7 +95,7 @@ const make = (options: EdgeServerOptions) =>
   })
 
 export const EdgeServer = {
-  /** The server on `port`/`host`, with Node's HTTP platform services; needs the `Edge`, `AppConfig` and `Readiness`. */
+  /** The server on `port`/`host`, with Node's HTTP platform services; needs the `Edge` and `AppConfig`. */
   layer: (options: EdgeServerOptions) =>
     Layer.mergeAll(Layer.effect(HttpServer.HttpServer, make(options)), NodeHttpServer.layerHttpServices)
 }
