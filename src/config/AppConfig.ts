@@ -117,7 +117,7 @@ export const readAppConfig: Effect.Effect<AppConfigShape, ConfigInvalid> = Effec
     metricsHost: text("METRICS_HOST", "127.0.0.1"),
     otlpEndpoint: optional(httpUrl("OTEL_EXPORTER_OTLP_ENDPOINT")),
     serviceName: text("OTEL_SERVICE_NAME", "crypto-landing-api"),
-    maxConnectionsPerAddress: int("MAX_CONNECTIONS_PER_ADDRESS", 100, 0)
+    maxConnectionsPerAddress: int("MAX_CONNECTIONS_PER_ADDRESS", 256, 0)
   })
   return {
     port: c.port,

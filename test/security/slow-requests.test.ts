@@ -146,7 +146,7 @@ describe("connections per address", () => {
 })
 
 describe("production defaults", () => {
-  it("are C8's deadlines, enforced within a second, and 100 connections per address", async () => {
+  it("are C8's deadlines, enforced within a second, and 256 connections per address", async () => {
     expect(nodeServerOptions()).toEqual({
       headersTimeout: 10_000,
       requestTimeout: 30_000,
@@ -154,6 +154,6 @@ describe("production defaults", () => {
       keepAliveTimeout: 5_000
     })
     const config = await Effect.runPromise(readAppConfig.pipe(Effect.provide(configFrom({}))))
-    expect(config.maxConnectionsPerAddress).toBe(100)
+    expect(config.maxConnectionsPerAddress).toBe(256)
   })
 })
