@@ -13,6 +13,7 @@ import { AppReadyAnswers, AppRoutes } from "./app.ts"
 import { AppConfig } from "./config/AppConfig.ts"
 import { Health } from "./health/Health.ts"
 import { Edge } from "./http/edge.ts"
+import { Readiness } from "./http/probes.ts"
 import { EdgeServer, type HttpLimits } from "./http/EdgeServer.ts"
 import { ReadyAnswers } from "./http/ReadyAnswers.ts"
 import { RequestCounter } from "./http/rateLimit.ts"
@@ -89,7 +90,7 @@ const serverOn = (listen: {
 }
 
 /** What the HTTP application and the edge need from the services behind them (fakes in tests). */
-export type AppServices = Layer.Services<ReturnType<typeof serverOn>>
+export type AppServices = Exclude<Layer.Services<ReturnType<typeof serverOn>>, Readiness>
 
 export interface ServerOptions {
   /** The services behind the application; default `LiveServices`. Tests pass fakes. */
@@ -105,4 +106,5 @@ export interface ServerOptions {
 
 /** The whole server: services first (keys, registries, upstream clients), then the listening socket. */
 export const ServerLive = (options: ServerOptions = {}) =>
-  serverOn(options).pipe(Layer.provide(options.services ?? LiveServices))
+  // One Readiness for the probes, the draining server and the services that add checks (Redis).
+  serverOn(options).pipe(Layer.provide(options.services ?? LiveServices), Layer.provide(Readiness.layer))

@@ -14,7 +14,9 @@ import { HttpServer } from "effect/http"
 import { AppConfig } from "../config/AppConfig.ts"
 import { makeIsTrustedPeer } from "./clientIp.ts"
 import { capConnectionsPerAddress } from "./connectionCap.ts"
+import { listenFailure } from "../startup.ts"
 import { type AppHandler, Edge } from "./edge.ts"
+import { Readiness } from "./probes.ts"
 
 /** Deadlines of a request (C8) and of an idle connection. */
 export interface HttpLimits {
@@ -70,10 +72,20 @@ const make = (options: EdgeServerOptions) =>
       port: options.port,
       ...(options.host === undefined ? {} : { host: options.host }),
       disablePreemptiveShutdown: true
-    })
+    }).pipe(Effect.mapError((error) => listenFailure(error, options.port, options.host)))
     const drainTimeout = options.drainTimeout ?? Duration.seconds(10)
+    const readiness = yield* Readiness
+    // From the moment draining begins, /readyz answers 503 and every response closes its connection,
+    // so that keep-alive clients go elsewhere and the drain ends with the last in-flight request.
     const drain = Effect.callback<void>((resume) => {
-      server.close(() => resume(Effect.void))
+      readiness.startDraining()
+      server.prependListener("request", (_req: IncomingMessage, res: ServerResponse) => res.setHeader("connection", "close"))
+      // Requests accepted before kept their keep-alive: close their connections once they are idle.
+      const sweep = setInterval(() => server.closeIdleConnections(), 100)
+      server.close(() => {
+        clearInterval(sweep)
+        resume(Effect.void)
+      })
     }).pipe(
       Effect.timeoutOrElse({ duration: drainTimeout, orElse: () => Effect.sync(() => server.closeAllConnections()) })
     )
@@ -95,7 +107,7 @@ const make = (options: EdgeServerOptions) =>
   })
 
 export const EdgeServer = {
-  /** The server on `port`/`host`, with Node's HTTP platform services; needs the `Edge` and `AppConfig`. */
+  /** The server on `port`/`host`, with Node's HTTP platform services; needs the `Edge`, `AppConfig` and `Readiness`. */
   layer: (options: EdgeServerOptions) =>
     Layer.mergeAll(Layer.effect(HttpServer.HttpServer, make(options)), NodeHttpServer.layerHttpServices)
 }

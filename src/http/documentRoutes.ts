@@ -2,7 +2,10 @@
 export const documentPaths = {
   openapi: "/openapi.json",
   docs: "/docs",
-  problem: "/problems/:code"
+  problem: "/problems/:code",
+  // Probes for orchestrators (probes.ts): outside the contract, never limited.
+  livez: "/livez",
+  readyz: "/readyz"
 } as const
 
 export const documentRoutes: ReadonlyArray<{ readonly path: string; readonly methods: ReadonlyArray<string> }> =

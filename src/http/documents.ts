@@ -9,6 +9,7 @@ import { Api } from "../api/Api.ts"
 import { NotFound, ProblemCatalogue, problemCodes, type ProblemInfo } from "../api/problems.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { documentPaths } from "./documentRoutes.ts"
+import { ProbeRoutes } from "./probes.ts"
 import { TokenErrorTitles } from "../oauth/TokenEndpoint.ts"
 
 /** The generated document with problem `type` URIs made absolute for this deployment (C7). */
@@ -108,6 +109,7 @@ export const DocumentRoutes = Layer.unwrap(Effect.gen(function*() {
           : Effect.succeed(HttpServerResponse.html(page).pipe(HttpServerResponse.setHeaders(cacheable)))
       })
     ),
-    ScalarDocs
+    ScalarDocs,
+    ProbeRoutes
   )
 }))

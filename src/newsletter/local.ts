@@ -11,11 +11,12 @@
  * Two processes may both append the same new address at the same moment; the fold makes that a
  * harmless duplicate line, and both callers get 200 either way (no enumeration).
  */
-import { type FileHandle, mkdir, open, readFile } from "node:fs/promises"
+import { type FileHandle, open, readFile } from "node:fs/promises"
 import * as path from "node:path"
 import { Clock, Effect, Result, Schema, Semaphore } from "effect"
 import { Locale as LocaleSchema } from "../api/schemas.ts"
 import { ConfigInvalid } from "../config/ConfigInvalid.ts"
+import { makeDirectory } from "../platform/files.ts"
 import { maskEmail, validateEmail } from "./email.ts"
 import {
   type Locale,
@@ -104,7 +105,7 @@ export const makeLocal = (options: LocalOptions) =>
     const handle = yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: async () => {
-          await mkdir(path.dirname(file), { recursive: true })
+          await makeDirectory(path.dirname(file))
           // "a+": O_APPEND for writes (every write lands at the end, atomically), pread for reads.
           const handle = await open(file, "a+", 0o600)
           try {

@@ -27,10 +27,34 @@ const reasonOf = (cause: unknown): string => {
 const attempt = <A>(file: string, run: () => Promise<A>): Effect.Effect<A, FileError> =>
   Effect.tryPromise({ try: run, catch: (cause) => new FileError({ path: file, reason: reasonOf(cause) }) })
 
-export const ensureDir = (dir: string): Effect.Effect<void, FileError> =>
-  attempt(dir, async () => {
-    await fs.mkdir(dir, { recursive: true, mode: 0o700 })
-  })
+/**
+ * `mkdir -p`, one level at a time: Node's `{ recursive: true }` loops for ever (100% CPU, deaf to
+ * SIGTERM) where mkdir answers ENOENT under an existing parent, as in /proc.
+ */
+export const makeDirectory = async (dir: string, mode = 0o700): Promise<void> => {
+  const missing: Array<string> = []
+  for (let current = path.resolve(dir);;) {
+    try {
+      if ((await fs.stat(current)).isDirectory()) break
+      throw Object.assign(new Error(`${current} is not a directory`), { code: "ENOTDIR", syscall: "mkdir" })
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e
+    }
+    missing.push(current)
+    const parent = path.dirname(current)
+    if (parent === current) break
+    current = parent
+  }
+  for (const level of missing.reverse()) {
+    try {
+      await fs.mkdir(level, { mode })
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e
+    }
+  }
+}
+
+export const ensureDir = (dir: string): Effect.Effect<void, FileError> => attempt(dir, () => makeDirectory(dir))
 
 /** The file's text, or `undefined` when it does not exist. */
 export const readTextIfExists = (file: string): Effect.Effect<string | undefined, FileError> =>
@@ -61,7 +85,7 @@ export const fileSignature = (file: string): Effect.Effect<string | undefined, F
 /** Replaces `file` atomically: write a temp file beside it with `mode`, fsync, rename over. */
 export const writeFileAtomic = (file: string, text: string, mode: number): Effect.Effect<void, FileError> =>
   attempt(file, async () => {
-    await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 })
+    await makeDirectory(path.dirname(file))
     const tmp = `${file}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`
     const handle = await fs.open(tmp, "wx", mode)
     try {
@@ -93,7 +117,7 @@ export const withFileLock = <A, E, R>(
 ): Effect.Effect<A, E | FileError, R> => {
   const lock = `${file}.lock`
   const acquire = attempt(lock, async () => {
-    await fs.mkdir(path.dirname(lock), { recursive: true, mode: 0o700 })
+    await makeDirectory(path.dirname(lock))
     const deadline = Date.now() + LOCK_WAIT_MS
     for (;;) {
       try {

@@ -9,6 +9,7 @@ import { AppConfig } from "../../src/config/AppConfig.ts"
 import { configFrom } from "../support/config.ts"
 import { AccessLog } from "../../src/observability/AccessLog.ts"
 import { Health } from "../../src/health/Health.ts"
+import { Readiness } from "../../src/http/probes.ts"
 import { RatesAnswerMemo } from "../../src/rates/answerMemo.ts"
 import { routerConfig } from "../../src/http/routeTable.ts"
 import { NewsletterMemory } from "../../src/newsletter/memory.ts"
@@ -23,7 +24,7 @@ const services = Layer.mergeAll(HttpServer.layerServices, RatesFake, NewsletterM
 describe("in process", () => {
   it("serves the contract through a web handler", async () => {
     const { handler, dispose } = HttpRouter.toWebHandler(
-      AppRoutes.pipe(Layer.provide(Layer.mergeAll(Health.layer, RatesAnswerMemo.layer)), Layer.provide(services)),
+      AppRoutes.pipe(Layer.provide(Layer.mergeAll(Health.layer, RatesAnswerMemo.layer, Readiness.layer)), Layer.provide(services)),
       { disableLogger: true, routerConfig }
     )
     try {

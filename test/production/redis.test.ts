@@ -2,10 +2,11 @@
  * Several instances behind one Redis (CONTRACT C2, C8): one shared rate limit; and a Redis outage
  * under traffic, where every request still gets a defined answer and sharing resumes afterwards.
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
+import { startRedis as startRedisServer } from "../support/redis.ts"
 import { freePort, type ServiceProcess, spawnService, startExpectingFailure } from "../support/spawn.ts"
 
 const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
@@ -22,21 +23,8 @@ afterAll(async () => {
 })
 
 const startRedis = async (port: number) => {
-  const child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
-    stdio: ["ignore", "pipe", "pipe"]
-  })
+  const child = await startRedisServer(port)
   redises.push(child)
-  await new Promise<void>((resolve, reject) => {
-    let out = ""
-    const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${out}`)), 10_000)
-    child.stdout!.on("data", (c) => {
-      out += c
-      if (out.includes("Ready to accept connections")) {
-        clearTimeout(timer)
-        resolve()
-      }
-    })
-  })
   return child
 }
 
@@ -133,12 +121,13 @@ describe("cluster mode", () => {
       WEB_CONCURRENCY: "2",
       REDIS_URL: redisUrl,
       REDIS_KEY_PREFIX: `test-${randomUUID()}:`,
-      RATE_LIMIT_SUBSCRIBE_PER_MIN: "10"
+      // Under 10 per minute every count is exact in Redis (src/http/sharedCounter.ts; larger limits: test/scale).
+      RATE_LIMIT_SUBSCRIBE_PER_MIN: "9"
     })
     running.push(service)
     const statuses = await Promise.all(Array.from({ length: 14 }, () => counted(service)))
-    expect(statuses.filter((s) => s === 400)).toHaveLength(10)
-    expect(statuses.filter((s) => s === 429)).toHaveLength(4)
+    expect(statuses.filter((s) => s === 400)).toHaveLength(9)
+    expect(statuses.filter((s) => s === 429)).toHaveLength(5)
     expect(await service.stop("SIGTERM")).toBe(0)
   })
 

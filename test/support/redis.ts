@@ -1,0 +1,49 @@
+/**
+ * A private `redis-server` for a test (a port of its own, nothing saved), stopped by the caller.
+ * Without redis-server on the PATH it fails at once saying what to install, instead of an
+ * uncaught spawn error and a timeout.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+
+export const startRedis = (port: number, extraArgs: ReadonlyArray<string> = []) =>
+  new Promise<ChildProcess>((resolve, reject) => {
+    const child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", ...extraArgs], {
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let out = ""
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error(`redis-server did not start in 10 s: ${out}`))
+    }, 10_000)
+    child.once("error", (error: NodeJS.ErrnoException) => {
+      clearTimeout(timer)
+      reject(new Error(error.code === "ENOENT"
+        ? "redis-server is not installed: run `apt-get install -y redis-server` (npm test does it when run as root)"
+        : `redis-server could not be started: ${error.message}`))
+    })
+    child.stdout!.on("data", (c) => {
+      out += c
+      if (out.includes("Ready to accept connections")) {
+        clearTimeout(timer)
+        resolve(child)
+      }
+    })
+  })
+
+/** Sends one command in RESP and resolves with its one-line reply (PING, DBSIZE, SET...). */
+export const redisCommand = async (port: number, ...args: ReadonlyArray<string>) => {
+  const { connect } = await import("node:net")
+  return new Promise<string>((resolve, reject) => {
+    const socket = connect(port, "127.0.0.1")
+    let reply = ""
+    socket.once("error", reject)
+    socket.on("data", (c) => {
+      reply += c
+      if (reply.endsWith("\r\n")) {
+        socket.end()
+        resolve(reply)
+      }
+    })
+    socket.write(`*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join("")}`)
+  })
+}
