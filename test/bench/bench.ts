@@ -18,7 +18,8 @@
  * a file, so logging is paid for; the raw baseline (baseline.ts) replaying the service's captured bytes; the
  * Fastify peer (fastify/server.ts: ajv, problem+json, pino request logs to /dev/null, @fastify/rate-limit
  * with the same limits). Each scenario (scenarios.ts) runs the same wrk invocation (wrk.ts: 32 connections,
- * a Lua script for method, body and headers, a warm-up run first) on each server in turn.
+ * a Lua script for method, body and headers, a warm-up run first) on each server in turn (the order
+ * rotates from one scenario to the next, so that a drifting load favours no server).
  * With `taskset` and 2+ CPUs the servers run on --server-cpus and wrk (and this process) on --load-cpus:
  * single-core server numbers. Peak RSS: VmHWM of the server (reset before each run through
  * /proc/PID/clear_refs when allowed) and VmRSS polled every 100 ms, whichever is higher. CPU µs/req: the
@@ -187,10 +188,11 @@ const main = async () => {
 
   // 3. Scenarios: the same wrk invocation on every server.
   const results: Array<ScenarioResult> = []
-  for (const s of scenarios) {
+  for (const [index, s] of scenarios.entries()) {
     const measured: Partial<Record<ServerName, Measured>> = {}
     const callsBefore = await upstream.totalCalls()
-    for (const server of all) {
+    // The order rotates per scenario: a shared machine's load drifts, and no server always goes first.
+    for (const server of all.map((_, k) => all[(k + index) % all.length]!)) {
       process.stdout.write(`run: ${s.label} on ${server.name} (${opts.warmup} s warm-up + ${opts.duration} s)...`)
       const m = await measure(opts, tmp, server, s)
       measured[server.name] = m
