@@ -1,150 +1,54 @@
 /**
- * The CoinGecko HTTP API as we use it: three GET endpoints, each body validated with Schema, every
- * upstream misbehaviour turned into a typed `CoinGeckoError` (never a defect).
+ * The CoinGecko HTTP API as we use it: five GET endpoints, each body validated (coinGeckoResponses.ts),
+ * every upstream misbehaviour a typed `CoinGeckoError` (never a defect).
  *
- * Every logical call is guarded, outermost first:
+ * Data calls (latest prices, daily series) are guarded, outermost first:
  *   circuit breaker → overall time budget → retries (transient only) → per attempt:
- *   429 cool-down → calls-per-minute budget → concurrency permit → HTTP with a timeout.
+ *   429 cool-down → budget (upstreamGuards.ts: the caller's share, the cold pool, the whole) →
+ *   concurrency permit → HTTP with a timeout.
  * Budget and permit are taken per attempt because each attempt is one upstream call; the breaker sees
- * one outcome per logical call so retries do not trip it on their own.
+ * one outcome per logical call, and at most one failure per request (`countOncePerRequest`).
+ *
+ * Auxiliary calls (the currency list, the coin list and ranks) are loaded in the background
+ * (auxiliary.ts), which remembers their failures and backs off: here they get one attempt each, spend
+ * the whole budget only, and stay outside the breaker, so that their outage never refuses data calls.
  */
-import { Cause, Clock, Context, Data, Duration, Effect, Exit, Layer, Option, Redacted, Result, Schedule, Schema, Semaphore } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Exit, Layer, Option, Redacted, Result, Schedule, Semaphore } from "effect"
 import { Headers, HttpClient, HttpClientRequest } from "effect/http"
 import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
 import { recordUpstreamCall } from "../observability/metrics.ts"
+import {
+  type ChartPoint,
+  CoinGeckoError,
+  decodeCoinList,
+  decodeMarketChart,
+  decodeMarkets,
+  type Decoder,
+  decodeSupportedCurrencies,
+  failWith,
+  interpretResponse,
+  type ListedCoin,
+  type MarketRow,
+  type RawResponse
+} from "./coinGeckoResponses.ts"
 import { RatesConfig } from "./RatesConfig.ts"
-import { RatesUnavailableError, RatesUpstreamError } from "./RatesProvider.ts"
+import { countOncePerRequest, CurrentCharge, layerUpstreamGuardsMemory, layerUpstreamGuardsRedis, makeBudget } from "./upstreamGuards.ts"
 
-// ---------------------------------------------------------------------------------------------------
-// Errors
-
-export type CoinGeckoFailureKind =
-  /** 5xx, 408, timeout, connection reset: safe to retry a GET. */
-  | "transient"
-  /** A 2xx whose body is not JSON, is cut short, or has the wrong shape. */
-  | "invalid-response"
-  /** 401/403 (our key refused) or another 4xx we do not expect. Retrying cannot help. */
-  | "rejected"
-  /** 404 with CoinGecko's JSON error: the coin id does not exist. An answer, not a fault. */
-  | "not-found"
-  /** Upstream 429, or our own cool-down after one, or our calls-per-minute budget is spent. */
-  | "rate-limited"
-  /** The circuit breaker refuses calls after repeated failures. */
-  | "circuit-open"
-
-export class CoinGeckoError extends Data.TaggedError("CoinGeckoError")<{
-  readonly kind: CoinGeckoFailureKind
-  readonly detail: string
-  /** Whole seconds to wait before asking again; meaningful for rate-limited and circuit-open. */
-  readonly retryAfterSeconds: number
-}> {
-  override get message() {
-    return `CoinGecko ${this.kind}: ${this.detail}`
-  }
-}
-
-const failWith = (kind: CoinGeckoFailureKind, detail: string, retryAfterSeconds = 0) =>
-  Effect.fail(new CoinGeckoError({ kind, detail, retryAfterSeconds }))
-
-/** The public error for a failure (not-found is handled by callers before this). */
-export const toRatesError = (error: CoinGeckoError): RatesUpstreamError | RatesUnavailableError =>
-  error.kind === "rate-limited" || error.kind === "circuit-open"
-    ? new RatesUnavailableError({ reason: error.message, retryAfterSeconds: Math.max(1, error.retryAfterSeconds) })
-    : new RatesUpstreamError({ reason: error.message })
-
-// ---------------------------------------------------------------------------------------------------
-// Bodies
-
-const NullableNumber = Schema.optional(Schema.NullOr(Schema.Finite))
-
-/** One row of `/coins/markets`. Only what we read; extra members are ignored. */
-export const MarketRow = Schema.Struct({
-  id: Schema.NonEmptyString,
-  symbol: Schema.String,
-  name: Schema.String,
-  current_price: Schema.NullOr(Schema.Finite),
-  market_cap_rank: NullableNumber,
-  price_change_percentage_24h: NullableNumber,
-  price_change_percentage_24h_in_currency: NullableNumber,
-  price_change_percentage_7d_in_currency: NullableNumber,
-  price_change_percentage_30d_in_currency: NullableNumber
-})
-export type MarketRow = typeof MarketRow.Type
-
-const MarketsBody = Schema.Array(MarketRow)
-
-/** `/coins/{id}/market_chart`: `[epoch ms, price]`; CoinGecko sometimes sends a null price. */
-const MarketChartBody = Schema.Struct({
-  prices: Schema.Array(Schema.Tuple([Schema.Finite, Schema.NullOr(Schema.Finite)]))
-})
-export type ChartPoint = readonly [number, number | null]
-
-const SupportedCurrenciesBody = Schema.Array(Schema.String)
-
-/** CoinGecko's three error shapes (the docs, the 365-day error, and the 404 respectively). */
-const ErrorStatus = Schema.Struct({
-  error_code: Schema.optional(Schema.Union([Schema.Number, Schema.String])),
-  error_message: Schema.optional(Schema.String)
-})
-const ErrorBody = Schema.Union([
-  Schema.Struct({ status: ErrorStatus }),
-  Schema.Struct({ error: Schema.Struct({ status: ErrorStatus }) }),
-  Schema.Struct({ error: Schema.String })
-])
-
-const decodeJsonText = Schema.decodeUnknownExit(Schema.fromJsonString(Schema.Unknown))
-const decodeErrorBody = Schema.decodeUnknownExit(ErrorBody)
-const decodeMarkets = Schema.decodeUnknownExit(MarketsBody)
-const decodeMarketChart = Schema.decodeUnknownExit(MarketChartBody)
-const decodeSupportedCurrencies = Schema.decodeUnknownExit(SupportedCurrenciesBody)
-
-const clip = (text: string, max = 200) => (text.length > max ? `${text.slice(0, max)}…` : text)
-
-/** What the upstream said about its error, for logs and the error `reason`; undefined when it is not JSON. */
-const upstreamErrorMessage = (body: string): string | undefined => {
-  const json = decodeJsonText(body)
-  if (Exit.isFailure(json)) return undefined
-  const parsed = decodeErrorBody(json.value)
-  if (Exit.isFailure(parsed)) return clip(JSON.stringify(json.value))
-  const value = parsed.value
-  if ("status" in value) return describeStatus(value.status)
-  return typeof value.error === "string" ? value.error : describeStatus(value.error.status)
-}
-
-const describeStatus = (status: typeof ErrorStatus.Type) =>
-  [status.error_code === undefined ? undefined : `code ${status.error_code}`, status.error_message]
-    .filter((part) => part !== undefined).join(": ") || "no message"
-
-const bodyKind = (body: string) => (/^\s*</.test(body) ? "an HTML page" : body.trim() === "" ? "an empty body" : "a non-JSON body")
-
-// ---------------------------------------------------------------------------------------------------
-// Service
+export { type ChartPoint, CoinGeckoError, type CoinGeckoFailureKind, type ListedCoin, type MarketRow, toRatesError } from "./coinGeckoResponses.ts"
+export { layerUpstreamGuardsMemory, layerUpstreamGuardsRedis } from "./upstreamGuards.ts"
 
 export interface CoinGeckoClientShape {
-  /** `/simple/supported_vs_currencies`: lower-case codes. */
+  /** Auxiliary. `/simple/supported_vs_currencies`: lower-case codes. */
   readonly supportedCurrencies: Effect.Effect<ReadonlyArray<string>, CoinGeckoError>
+  /** Auxiliary. `/coins/list`: every coin's id, ticker and name. */
+  readonly coinList: Effect.Effect<ReadonlyArray<ListedCoin>, CoinGeckoError>
+  /** Auxiliary. `/coins/markets` in usd by market cap, one page (from 1): the ranks. */
+  readonly coinsByRank: (page: number, perPage: number) => Effect.Effect<ReadonlyArray<MarketRow>, CoinGeckoError>
   /** `/coins/markets` for coin ids, with 24h/7d/30d changes. */
   readonly marketsByIds: (vsCurrency: string, ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<MarketRow>, CoinGeckoError>
-  /** `/coins/markets` by ticker (lower-case), top-ranked coin per symbol. */
-  readonly marketsBySymbols: (vsCurrency: string, symbols: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<MarketRow>, CoinGeckoError>
   /** `/coins/{id}/market_chart` with daily points; fails with kind not-found for an unknown id. */
   readonly marketChart: (id: string, vsCurrency: string, days: number) => Effect.Effect<ReadonlyArray<ChartPoint>, CoinGeckoError>
 }
-
-/** Budget and breaker state shared by every instance through Redis (REDIS_URL); `keyPrefix` namespaces it. */
-export const layerUpstreamGuardsRedis = (
-  keyPrefix = ""
-): Layer.Layer<RateLimiter.RateLimiter | CircuitBreaker.CircuitBreakerStore, never, Redis.Redis> =>
-  Layer.mergeAll(
-    RateLimiter.layer.pipe(Layer.provide(RateLimiter.layerStoreRedis({ prefix: `${keyPrefix}ratelimiter:` }))),
-    CircuitBreaker.layerStoreRedis({ prefix: `${keyPrefix}circuitbreaker:` })
-  )
-
-/** The memory-backed budget and breaker stores, for a single instance. */
-export const layerUpstreamGuardsMemory: Layer.Layer<RateLimiter.RateLimiter | CircuitBreaker.CircuitBreakerStore> = Layer.mergeAll(
-  RateLimiter.layer.pipe(Layer.provide(RateLimiter.layerStoreMemory)),
-  CircuitBreaker.layerStoreMemory()
-)
 
 export class CoinGeckoClient extends Context.Service<CoinGeckoClient, CoinGeckoClientShape>()("app/CoinGeckoClient") {
   /**
@@ -169,18 +73,14 @@ export class CoinGeckoClient extends Context.Service<CoinGeckoClient, CoinGeckoC
 
 const CHANGE_WINDOWS = "24h,7d,30d"
 const BREAKER_KEY = "coingecko"
-const BUDGET_KEY = "coingecko:calls"
+const PROBE_POLL_MS = 25
 
-interface RawResponse {
-  readonly status: number
-  readonly headers: Headers.Headers
-  readonly body: string
-}
+type CallKind = "data" | "auxiliary"
 
 const makeCoinGeckoClient = Effect.gen(function*() {
   const config = yield* RatesConfig
   const http = yield* HttpClient.HttpClient
-  const limiter = yield* RateLimiter.RateLimiter
+  const budget = makeBudget(config, yield* RateLimiter.RateLimiter)
   const breaker = yield* CircuitBreaker.make({
     tripPolicy: CircuitBreaker.consecutive(config.breakerFailures),
     openDuration: Duration.millis(config.breakerOpenMs)
@@ -198,26 +98,17 @@ const makeCoinGeckoClient = Effect.gen(function*() {
       ? failWith("rate-limited", "upstream asked us to slow down (cooling down after 429)", Math.ceil((coolDownUntil - now) / 1000))
       : Effect.void)
 
-  const spendBudget = limiter.consume({
-    key: BUDGET_KEY,
-    algorithm: "token-bucket",
-    onExceeded: "fail",
-    limit: config.callsPerMinute,
-    window: "1 minute"
-  }).pipe(
-    Effect.asVoid,
-    Effect.catchTag("RateLimiterError", (error) =>
-      error.reason._tag === "RateLimitExceeded"
-        ? failWith(
-          "rate-limited",
-          `our upstream budget of ${config.callsPerMinute} calls/min is spent`,
-          Math.ceil(Duration.toSeconds(error.reason.retryAfter))
-        )
-        // The limiter's store is down (Redis): better to call than to refuse every request.
-        : Effect.logWarning("rates: upstream budget store unavailable; calling without it", error.reason.message))
-  )
+  const retryAfterSecondsOf = (headers: Headers.Headers, now: number) => {
+    const header = headers["retry-after"]
+    if (header === undefined) return config.defaultRetryAfterSeconds
+    const parsed = Headers.parseRetryAfter(header)
+    if (Result.isFailure(parsed)) return config.defaultRetryAfterSeconds
+    const seconds = Math.ceil(Duration.toSeconds(Headers.retryAfterDelay(parsed.success, now)))
+    return Math.min(Math.max(seconds, 1), 3_600)
+  }
 
-  const send = (request: HttpClientRequest.HttpClientRequest): Effect.Effect<RawResponse, CoinGeckoError> =>
+  /** One HTTP exchange, read; a 429 starts the cool-down. */
+  const send = <A>(what: string, request: HttpClientRequest.HttpClientRequest, decode: Decoder<A>, timeoutMs: number) =>
     Effect.gen(function*() {
       const response = yield* http.execute(request)
       const body = yield* response.text
@@ -228,58 +119,21 @@ const makeCoinGeckoClient = Effect.gen(function*() {
       Effect.catchTag("HttpClientError", (error) =>
         failWith("transient", `${error.reason._tag}${"description" in error.reason && error.reason.description ? `: ${error.reason.description}` : ""}`)),
       Effect.timeoutOrElse({
-        duration: Duration.millis(config.attemptTimeoutMs),
-        orElse: () => failWith("transient", `no answer within ${config.attemptTimeoutMs} ms`)
-      })
+        duration: Duration.millis(timeoutMs),
+        orElse: () => failWith("transient", `no answer within ${timeoutMs} ms`)
+      }),
+      Effect.flatMap((raw: RawResponse & { readonly headers: Headers.Headers }) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          let seconds = 0
+          return interpretResponse(what, raw, decode, () => (seconds = retryAfterSecondsOf(raw.headers, now))).pipe(
+            Effect.tapError(() =>
+              Effect.sync(() => {
+                if (seconds > 0) coolDownUntil = Math.max(coolDownUntil, now + seconds * 1000)
+              })
+            )
+          )
+        }))
     )
-
-  const retryAfterSecondsOf = (headers: Headers.Headers, now: number) => {
-    const header = headers["retry-after"]
-    if (header === undefined) return config.defaultRetryAfterSeconds
-    const parsed = Headers.parseRetryAfter(header)
-    if (Result.isFailure(parsed)) return config.defaultRetryAfterSeconds
-    const seconds = Math.ceil(Duration.toSeconds(Headers.retryAfterDelay(parsed.success, now)))
-    return Math.min(Math.max(seconds, 1), 3_600)
-  }
-
-  /** Status and body → value or typed failure. */
-  const interpret = <A>(
-    what: string,
-    raw: RawResponse,
-    decode: (json: unknown) => Exit.Exit<A, Schema.SchemaError>
-  ): Effect.Effect<A, CoinGeckoError> =>
-    Effect.gen(function*() {
-      const { body, status } = raw
-      if (status >= 200 && status < 300) {
-        const json = decodeJsonText(body)
-        if (Exit.isFailure(json)) {
-          return yield* failWith("invalid-response", `${what}: ${status} with ${bodyKind(body)} that is not complete JSON (${body.length} chars)`)
-        }
-        const decoded = decode(json.value)
-        if (Exit.isFailure(decoded)) {
-          const issue = Option.match(Cause.findErrorOption(decoded.cause), { onNone: () => "undecodable", onSome: (e) => e.message })
-          return yield* failWith("invalid-response", `${what}: unexpected body shape: ${clip(issue)}`)
-        }
-        return decoded.value
-      }
-      const said = upstreamErrorMessage(body) ?? bodyKind(body)
-      if (status === 429) {
-        const now = yield* Clock.currentTimeMillis
-        const seconds = retryAfterSecondsOf(raw.headers, now)
-        coolDownUntil = Math.max(coolDownUntil, now + seconds * 1000)
-        return yield* failWith("rate-limited", `${what}: 429 (${clip(said)})`, seconds)
-      }
-      if (status === 404 && upstreamErrorMessage(body) !== undefined) {
-        return yield* failWith("not-found", `${what}: 404 (${clip(said)})`)
-      }
-      if (status === 401 || status === 403) {
-        return yield* failWith("rejected", `${what}: ${status}, our API key was refused (${clip(said)})`)
-      }
-      if (status === 408 || status >= 500) {
-        return yield* failWith("transient", `${what}: ${status} (${clip(said)})`)
-      }
-      return yield* failWith("rejected", `${what}: unexpected ${status} (${clip(said)})`)
-    })
 
   const breakerOutcome = (exit: Exit.Exit<unknown, CoinGeckoError>): CircuitBreaker.Outcome => {
     if (Exit.isSuccess(exit)) return CircuitBreaker.success
@@ -304,71 +158,73 @@ const makeCoinGeckoClient = Effect.gen(function*() {
    * One logical upstream call. Lazy: the request and its guard pipeline are built when the effect runs,
    * so callers can hand it to a cache that usually does not need it without paying for it.
    */
-  const call = <A>(
-    what: string,
-    path: string,
-    params: Record<string, string>,
-    decode: (json: unknown) => Exit.Exit<A, Schema.SchemaError>
-  ): Effect.Effect<A, CoinGeckoError> => Effect.suspend(() => buildCall(what, path, params, decode))
+  const call = <A>(kind: CallKind, what: string, path: string, params: Record<string, string>, decode: Decoder<A>) =>
+    Effect.suspend(() => (kind === "data" ? dataCall(what, path, params, decode) : auxiliaryCall(what, path, params, decode)))
 
-  const buildCall = <A>(
-    what: string,
-    path: string,
-    params: Record<string, string>,
-    decode: (json: unknown) => Exit.Exit<A, Schema.SchemaError>
-  ): Effect.Effect<A, CoinGeckoError> => {
-    const request = withKey(
-      HttpClientRequest.get(`${config.baseUrl}${path}`).pipe(
-        HttpClientRequest.setUrlParams(params),
-        HttpClientRequest.acceptJson
-      )
-    )
-    const attempt = checkCoolDown.pipe(
-      Effect.andThen(spendBudget),
-      Effect.andThen(permits.withPermit(send(request))),
-      Effect.flatMap((raw) => interpret(what, raw, decode))
-    )
-    return attempt.pipe(
-      Effect.retry({ schedule: retrySchedule, times: config.retries, while: (error) => error.kind === "transient" }),
-      Effect.timeoutOrElse({
-        duration: Duration.millis(config.requestBudgetMs),
-        orElse: () => failWith("transient", `${what}: gave up after ${config.requestBudgetMs} ms`)
-      }),
-      (logical) => breaker.execute(logical, { key: BREAKER_KEY, classify: breakerOutcome }),
-      Effect.catchTag("CircuitBreakerError", (error) =>
-        error.reason._tag === "CircuitOpen"
-          ? failWith("circuit-open", "too many upstream failures; not calling it for now", Math.ceil(Duration.toSeconds(error.reason.retryAfter)))
-          : failWith("circuit-open", "upstream is being probed after an outage", Math.ceil(config.attemptTimeoutMs / 1000))),
+  const requestFor = (path: string, params: Record<string, string>) =>
+    withKey(HttpClientRequest.get(`${config.baseUrl}${path}`).pipe(HttpClientRequest.setUrlParams(params), HttpClientRequest.acceptJson))
+
+  /** Bodies of the auxiliary lists are large (the coin list is over a MB): more time per attempt. */
+  const auxiliaryTimeoutMs = config.attemptTimeoutMs * 3
+
+  const auxiliaryCall = <A>(what: string, path: string, params: Record<string, string>, decode: Decoder<A>): Effect.Effect<A, CoinGeckoError> =>
+    checkCoolDown.pipe(
+      Effect.andThen(budget.spend(undefined, true)),
+      Effect.andThen(permits.withPermit(send(what, requestFor(path, params), decode, auxiliaryTimeoutMs))),
       Effect.withSpan("coingecko.call", { attributes: { what } })
     )
-  }
+
+  const dataCall = <A>(what: string, path: string, params: Record<string, string>, decode: Decoder<A>): Effect.Effect<A, CoinGeckoError> =>
+    Effect.gen(function*() {
+      const charge = yield* CurrentCharge
+      const request = requestFor(path, params)
+      let attempts = 0
+      const attempt = checkCoolDown.pipe(
+        Effect.andThen(Effect.suspend(() => budget.spend(charge, attempts++ === 0))),
+        Effect.andThen(permits.withPermit(send(what, request, decode, config.attemptTimeoutMs)))
+      )
+      return yield* attempt.pipe(
+        Effect.retry({ schedule: retrySchedule, times: config.retries, while: (error) => error.kind === "transient" }),
+        Effect.timeoutOrElse({
+          duration: Duration.millis(config.requestBudgetMs),
+          orElse: () => failWith("transient", `${what}: gave up after ${config.requestBudgetMs} ms`)
+        }),
+        (logical) => breaker.execute(logical, { key: BREAKER_KEY, classify: (exit) => countOncePerRequest(breakerOutcome(exit), charge) }),
+        // While another call probes a recovering upstream, wait for its verdict rather than refuse.
+        Effect.retry({
+          schedule: Schedule.spaced(Duration.millis(PROBE_POLL_MS)),
+          times: Math.ceil(config.attemptTimeoutMs / PROBE_POLL_MS),
+          while: (error) => error._tag === "CircuitBreakerError" && error.reason._tag === "CircuitHalfOpen"
+        }),
+        Effect.catchTag("CircuitBreakerError", (error) =>
+          error.reason._tag === "CircuitOpen"
+            ? failWith("circuit-open", "too many upstream failures; not calling it for now", Math.ceil(Duration.toSeconds(error.reason.retryAfter)))
+            : failWith("circuit-open", "upstream is being probed after an outage", Math.ceil(config.attemptTimeoutMs / 1000)))
+      )
+    }).pipe(Effect.withSpan("coingecko.call", { attributes: { what } }))
 
   return CoinGeckoClient.of({
-    supportedCurrencies: call(
-      "supported currencies",
-      "/simple/supported_vs_currencies",
-      {},
-      decodeSupportedCurrencies
-    ),
+    supportedCurrencies: call("auxiliary", "supported currencies", "/simple/supported_vs_currencies", {}, decodeSupportedCurrencies),
+    coinList: call("auxiliary", "coin list", "/coins/list", {}, decodeCoinList),
+    coinsByRank: (page, perPage) =>
+      call("auxiliary", `coin ranks page ${page}`, "/coins/markets", {
+        vs_currency: "usd",
+        order: "market_cap_desc",
+        per_page: String(perPage),
+        page: String(page)
+      }, decodeMarkets),
     marketsByIds: (vsCurrency, ids) =>
-      call("markets", "/coins/markets", {
+      call("data", "markets", "/coins/markets", {
         vs_currency: vsCurrency,
         ids: ids.join(","),
         per_page: String(Math.min(250, Math.max(1, ids.length))),
         price_change_percentage: CHANGE_WINDOWS
       }, decodeMarkets),
-    marketsBySymbols: (vsCurrency, symbols) =>
-      call("symbol lookup", "/coins/markets", {
-        vs_currency: vsCurrency,
-        symbols: symbols.map((s) => s.toLowerCase()).join(","),
-        include_tokens: "top",
-        price_change_percentage: CHANGE_WINDOWS
-      }, decodeMarkets),
     marketChart: (id, vsCurrency, days) =>
-      call(`market chart of ${id}`, `/coins/${encodeURIComponent(id)}/market_chart`, {
+      call("data", `market chart of ${id}`, `/coins/${encodeURIComponent(id)}/market_chart`, {
         vs_currency: vsCurrency,
         days: String(days),
         interval: "daily"
-      }, (json) => Exit.map(decodeMarketChart(json), (body) => body.prices))
+      }, decodeMarketChart)
   })
 })

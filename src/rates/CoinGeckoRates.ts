@@ -1,16 +1,18 @@
 /**
- * The live `RatesProvider`: CoinGecko behind a cache, single-flight and stale-if-error.
+ * The live `RatesProvider`: CoinGecko behind a cache, single-flight, refresh-ahead and stale-if-error,
+ * with the upstream budget shared fairly between callers (CONTRACT C4, "Under abuse and faults").
  *
  * One `historical` call runs in steps, all within `requestBudgetMs` (CONTRACT C4 answers within 10 s
  * whatever the upstream does), each in its own module:
- *   1. currencies.ts: the currency checked against `/simple/supported_vs_currencies` (cached a day);
- *   2. symbolResolution.ts: symbols → coins, the curated map then the upstream's lookup (cached a day);
- *   3. marketData.ts: per coin, the daily series (cached until the next daily point) and the latest
- *      price and changes (one batched `/coins/markets` call, cached `latestTtlSeconds`);
- *   4. answer.ts: the C4 body, and until when it holds (`freshUntil`).
- * Every cached item also has a long-lived "last good" copy (staleCache.ts). When the upstream fails,
- * that copy is served and the answer says `stale: true`; only when no copy exists does the upstream's
- * error reach the caller.
+ *   1. currencies.ts: the currency checked against the upstream's list, held in memory (no call);
+ *   2. symbolResolution.ts: symbols → coins, the curated map then the coin index (no call);
+ *   3. marketData.ts: per coin, the year of daily points and the latest price and changes (one batched
+ *      `/coins/markets` call for the cold ones), served while refreshed behind (staleCache.ts);
+ *   4. answer.ts: the C4 body, and until when it may be repeated (`freshUntil`).
+ * The lists of steps 1 and 2 are loaded in the background (auxiliary.ts). The cold fetches of step 3
+ * are charged to `query.caller` (upstreamGuards.ts); one call's retries, and one request's failures,
+ * count once in the circuit breaker. When the upstream fails, last good copies are served and the
+ * answer says `stale: true`; only when no copy exists does the upstream's error reach the caller.
  *
  * Usage: `import * as CoinGeckoRates from "./rates/CoinGeckoRates.ts"`, then provide `CoinGeckoRates.layer`
  * (needs an `HttpClient`, e.g. `NodeHttpClient.layerUndici`), or `CoinGeckoRates.layerRedis(keyPrefix)`
@@ -29,9 +31,9 @@ import { RatesConfig } from "./RatesConfig.ts"
 import { type RatesAnswer, type RatesError, RatesProvider, type RatesQuery, RatesUpstreamError } from "./RatesProvider.ts"
 import { makeStaleCache } from "./staleCache.ts"
 import { makeResolveSymbols } from "./symbolResolution.ts"
+import { chargeFor, CurrentCharge } from "./upstreamGuards.ts"
 
 export { ATTRIBUTION, SOURCE } from "./answer.ts"
-export { seriesRangeFor } from "./marketData.ts"
 
 const makeCoinGeckoRates: Effect.Effect<
   RatesProvider["Service"],
@@ -41,38 +43,38 @@ const makeCoinGeckoRates: Effect.Effect<
   const config = yield* RatesConfig
   const upstream = yield* CoinGeckoClient
   const cache = yield* makeStaleCache
-  const latestTtl = Duration.seconds(config.latestTtlSeconds)
-  const checkCurrency = makeCheckCurrency(cache, upstream)
-  const resolveSymbols = makeResolveSymbols(cache, upstream, { latestTtl })
-  const market = makeMarketData(cache, upstream, { latestTtl })
+  const checkCurrency = yield* makeCheckCurrency(upstream)
+  const resolveSymbols = yield* makeResolveSymbols(upstream)
+  const market = makeMarketData(cache, upstream, { latestTtl: Duration.seconds(config.latestTtlSeconds) })
 
   const historical = (query: RatesQuery): Effect.Effect<RatesAnswer, RatesError> =>
     Effect.gen(function*() {
       const startedAt = yield* Clock.currentTimeMillis
       const deadline = startedAt + config.requestBudgetMs
       const currency = query.currency.toLowerCase()
-
-      // The currency list is a nicety next to the data: it may not eat more than a third of the budget.
-      const currenciesUntil = yield* checkCurrency(currency, Math.min(deadline, startedAt + config.requestBudgetMs / 3))
-      const resolved = yield* resolveSymbols(query.symbols, currency, deadline)
+      // The lists are held in memory; only right after start-up may a request wait for their first
+      // load, and for no more than a third of its budget.
+      const listsDeadline = Math.min(deadline, startedAt + config.requestBudgetMs / 3)
+      yield* checkCurrency(currency, listsDeadline)
+      const resolved = yield* resolveSymbols(query.symbols, listsDeadline)
       const ids = coinIds(resolved)
       const [latest, charts] = yield* Effect.all([
         market.latestFor(ids, currency, deadline),
-        Effect.forEach(ids, (id) => Effect.result(market.chartFor(id, currency, query.days, deadline)), { concurrency: "unbounded" })
+        Effect.forEach(ids, (id) => Effect.result(market.chartFor(id, currency, deadline)), { concurrency: "unbounded" })
       ], { concurrency: 2 })
       return yield* Effect.fromResult(assembleAnswer({
         query: { ...query, currency },
         startedAt,
-        currenciesUntil,
         resolved,
         latest,
-        latestTtlMs: Duration.toMillis(latestTtl),
         charts: new Map(ids.map((id, i) => [id, charts[i]!] as const))
       }))
     }).pipe(
       Effect.catchTag("CoinGeckoError", (error) =>
         // A not-found outside a chart call would mean a broken upstream contract: report it as such.
         Effect.fail(error.kind === "not-found" ? new RatesUpstreamError({ reason: error.message }) : toRatesError(error))),
+      // The upstream calls this request makes are charged to its caller, and fail once in the breaker.
+      Effect.provideService(CurrentCharge, chargeFor(query.caller)),
       // No stack trace: capturing one costs an Error per request, and the span's name says where it is.
       Effect.withSpan("rates.historical", { attributes: { symbols: query.symbols.length, days: query.days } }, {
         captureStackTrace: false
@@ -93,17 +95,22 @@ export const layerNoDeps: Layer.Layer<RatesProvider, never, CoinGeckoClient | Ra
 
 type ConfigError = Layer.Error<typeof RatesConfig.layer>
 
+/** The memory cache, bounded by COINGECKO_CACHE_MAX_MB. */
+const memoryCache = Layer.unwrap(
+  Effect.map(RatesConfig, (config) => RatesCache.layerMemory({ maxBytes: config.cacheMaxMegabytes * 1024 * 1024 }))
+)
+
 /** One instance: in-memory cache, calls-per-minute budget and circuit breaker. Needs an `HttpClient`. */
 export const layer: Layer.Layer<RatesProvider, ConfigError, HttpClient.HttpClient> = layerNoDeps.pipe(
-  Layer.provide(Layer.mergeAll(CoinGeckoClient.layer, RatesCache.layerMemory())),
+  Layer.provide(Layer.mergeAll(CoinGeckoClient.layer, memoryCache)),
   Layer.provide(RatesConfig.layer)
 )
 
 /**
- * Several instances (REDIS_URL set): the cache, the calls-per-minute budget and the circuit breaker are
- * shared through Redis, under `keyPrefix`: what one instance fetched serves the others, and all stay
- * within one budget. Single-flight stays per instance. Needs `Redis.Redis` (e.g. `NodeRedis.layer`)
- * and an `HttpClient`.
+ * Several instances (REDIS_URL set): the cache, the coin index and currency list, the budgets (whole,
+ * cold pool, callers' shares) and the circuit breaker are shared through Redis, under `keyPrefix`: what
+ * one instance fetched serves the others, and all stay within one budget. Single-flight stays per
+ * instance. Needs `Redis.Redis` (e.g. `NodeRedis.layer`) and an `HttpClient`.
  */
 export const layerRedis = (keyPrefix: string): Layer.Layer<RatesProvider, ConfigError, HttpClient.HttpClient | Redis.Redis> =>
   layerNoDeps.pipe(

@@ -14,20 +14,58 @@
  *
  * Failures of the store are not the caller's problem: an implementation reports a broken store as a
  * miss on `get` and ignores it on `set`, so an outage of the cache never fails a request.
+ *
+ * Memory bound (the memory store): real coins' data live apart from negative answers ("no such coin",
+ * "no market"), each evicted least recently *used* first, so a flood of junk can push out only junk:
+ *   - data: at most `maxBytes` of JSON text (COINGECKO_CACHE_MAX_MB, 32 MiB by default; a year of
+ *     daily points is about 10 kB) and `maxEntries` (50,000);
+ *   - negative answers: at most `negativeEntries` (2,000), each a few dozen bytes.
+ * Held as parsed, frozen values, JSON of numbers takes about twice its text size in the heap
+ * (test/rates/memory-bound.test.ts measures it).
  */
 import { Clock, Context, Duration, Effect, Layer, Option, type Schema } from "effect"
 import { recordCacheLookup } from "../observability/metrics.ts"
 import { Redis } from "effect/persistence"
 
+export interface SetOptions {
+  /** A negative answer (no such coin, no market): kept in the small store of its own. */
+  readonly negative?: boolean
+}
+
 export interface RatesCacheShape {
   readonly get: (key: string) => Effect.Effect<Option.Option<Schema.Json>>
-  readonly set: (key: string, value: Schema.Json, timeToLive: Duration.Duration) => Effect.Effect<void>
+  readonly set: (key: string, value: Schema.Json, timeToLive: Duration.Duration, options?: SetOptions) => Effect.Effect<void>
+  /** True when other instances read what is written here (Redis): worth writing what only they need. */
+  readonly shared: boolean
+}
+
+export interface MemoryStoreOptions {
+  /** Most JSON bytes of data entries (default 32 MiB). */
+  readonly maxBytes?: number
+  /** Most data entries (default 50,000). */
+  readonly maxEntries?: number
+  /** Most negative entries (default 2,000). */
+  readonly negativeEntries?: number
+}
+
+export interface MemoryStoreSize {
+  readonly data: { readonly entries: number; readonly bytes: number }
+  readonly negative: { readonly entries: number; readonly bytes: number }
+}
+
+/** The memory store, with its size (metrics, tests). */
+export interface MemoryStore extends RatesCacheShape {
+  readonly size: () => MemoryStoreSize
 }
 
 export class RatesCache extends Context.Service<RatesCache, RatesCacheShape>()("app/RatesCache") {
-  /** Process-local store; bounded so a flood of distinct keys cannot exhaust memory. */
-  static readonly layerMemory = (options?: { readonly capacity?: number }) =>
-    Layer.sync(RatesCache, () => metered(makeMemoryStore(options?.capacity ?? 10_000)))
+  /** Process-local store, bounded (see above) so a flood of distinct keys cannot exhaust memory. */
+  static readonly makeMemory = (options: MemoryStoreOptions = {}): MemoryStore => {
+    const store = makeMemoryStore(options)
+    return { ...metered(store), size: store.size }
+  }
+
+  static readonly layerMemory = (options?: MemoryStoreOptions) => Layer.sync(RatesCache, () => RatesCache.makeMemory(options))
 
   /**
    * Shared between instances through Redis (REDIS_URL). Keys get `prefix`; entries expire in Redis
@@ -37,8 +75,8 @@ export class RatesCache extends Context.Service<RatesCache, RatesCacheShape>()("
     Layer.effect(RatesCache, Effect.map(Effect.service(Redis.Redis), (redis) => metered(makeRedisStore(redis, options?.prefix ?? "", options?.timeoutMs ?? 250))))
 }
 
-/** Kind of entry for metrics, a closed set: `rates:cg:chart:bitcoin:usd:30` → `chart`. */
-const kindOf = (key: string) => `${key.split(":")[2] ?? "other"}${key.endsWith(":last-good") ? "-last-good" : ""}`
+/** Kind of entry for metrics, a closed set: `rates:v2:chart:bitcoin:usd` → `chart`. */
+const kindOf = (key: string) => key.split(":")[2] ?? "other"
 
 /** Kinds of the keys seen lately: the same few keys are read on every request. Bounded, as keys come from callers. */
 const kinds = new Map<string, string>()
@@ -60,7 +98,8 @@ const metered = (store: RatesCacheShape): RatesCacheShape => ({
       recordCacheLookup(kindFor(key), Option.isSome(found))
       return found
     }),
-  set: store.set
+  set: store.set,
+  shared: store.shared
 })
 
 /** Freezes a JSON value in depth, so one object can be handed to every reader. */
@@ -82,35 +121,70 @@ interface MemoryEntry {
    */
   readonly value: Schema.Json
   readonly expiresAt: number
+  /** Its JSON text and key, in UTF-16 code units: what the bound counts. */
+  readonly bytes: number
 }
 
-const makeMemoryStore = (capacity: number): RatesCacheShape => {
-  // A Map iterates in insertion order, and `set` re-inserts, so the first key is the least recently written.
+/** Entries least recently used first (a Map iterates in insertion order; a use re-inserts), bounded. */
+const makeLru = (maxEntries: number, maxBytes: number) => {
   const entries = new Map<string, MemoryEntry>()
-  return RatesCache.of({
+  let bytes = 0
+  const remove = (key: string) => {
+    const entry = entries.get(key)
+    if (entry === undefined) return
+    entries.delete(key)
+    bytes -= entry.bytes
+  }
+  return {
+    get: (key: string, now: number): MemoryEntry | undefined => {
+      const entry = entries.get(key)
+      if (entry === undefined) return undefined
+      entries.delete(key)
+      if (entry.expiresAt <= now) {
+        bytes -= entry.bytes
+        return undefined
+      }
+      entries.set(key, entry)
+      return entry
+    },
+    put: (key: string, entry: MemoryEntry) => {
+      remove(key)
+      if (entry.bytes > maxBytes) return
+      entries.set(key, entry)
+      bytes += entry.bytes
+      while (entries.size > maxEntries || bytes > maxBytes) {
+        const oldest = entries.keys().next()
+        if (oldest.done === true) break
+        remove(oldest.value)
+      }
+    },
+    remove,
+    size: () => ({ entries: entries.size, bytes })
+  }
+}
+
+const makeMemoryStore = (options: MemoryStoreOptions): RatesCacheShape & { readonly size: () => MemoryStoreSize } => {
+  const data = makeLru(options.maxEntries ?? 50_000, options.maxBytes ?? 32 * 1024 * 1024)
+  const negative = makeLru(options.negativeEntries ?? 2_000, Number.POSITIVE_INFINITY)
+  return {
     get: (key) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
-        const entry = entries.get(key)
-        if (entry === undefined) return Option.none()
-        if (entry.expiresAt <= now) {
-          entries.delete(key)
-          return Option.none()
-        }
-        return Option.some(entry.value)
+        const entry = data.get(key, now) ?? negative.get(key, now)
+        return entry === undefined ? Option.none() : Option.some(entry.value)
       }),
-    set: (key, value, timeToLive) =>
+    set: (key, value, timeToLive, setOptions) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
         const ttl = Duration.toMillis(timeToLive)
-        entries.delete(key)
+        data.remove(key)
+        negative.remove(key)
         if (!(ttl > 0)) return
-        entries.set(key, { value: frozenCopy(JSON.stringify(value)), expiresAt: now + ttl })
-        while (entries.size > capacity) {
-          const oldest = entries.keys().next()
-          if (oldest.done === true) break
-          entries.delete(oldest.value)
-        }
-      })
-  })
+        const text = JSON.stringify(value)
+        const entry = { value: frozenCopy(text), expiresAt: now + ttl, bytes: text.length + key.length }
+        ;(setOptions?.negative === true ? negative : data).put(key, entry)
+      }),
+    shared: false,
+    size: () => ({ data: data.size(), negative: negative.size() })
+  }
 }
 
 /** Entries whose last read text is remembered by the Redis store, with the value parsed from it. */
@@ -146,6 +220,7 @@ const makeRedisStore = (redis: Redis.Redis["Service"], prefix: string, timeoutMs
       Effect.catch((error) => Effect.as(Effect.logWarning(`rates cache: Redis ${what} failed; carrying on without it`, String(error)), fallback))
     )
   return RatesCache.of({
+    shared: true,
     get: (key) =>
       bounded(
         "GET",

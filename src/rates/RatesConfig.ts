@@ -27,6 +27,16 @@ export interface RatesConfigShape {
   readonly maxConcurrency: number
   /** Upstream calls per minute (token bucket); the demo plan allows about 30. */
   readonly callsPerMinute: number
+  /**
+   * Of those, what one caller's cold fetches may spend per minute (its excess is its own 503):
+   * COINGECKO_CALLER_SHARE_PCT of the budget, 33 % (10 calls of 30) by default.
+   */
+  readonly callerCallsPerMinute: number
+  /**
+   * Of those, what cold fetches may never take, kept for refreshes and the auxiliary lists:
+   * COINGECKO_REFRESH_RESERVE_PCT of the budget, 20 % (6 calls of 30) by default.
+   */
+  readonly refreshReservePerMinute: number
   /** Consecutive upstream failures that open the circuit. */
   readonly breakerFailures: number
   /** How long an open circuit refuses calls before letting one probe through. */
@@ -37,6 +47,12 @@ export interface RatesConfigShape {
   readonly latestTtlSeconds: number
   /** How long a last good copy is kept for stale-if-error answers. */
   readonly staleTtlHours: number
+  /** Bound of the in-memory cache of coins' data, in MiB of JSON (least recently used out first). */
+  readonly cacheMaxMegabytes: number
+  /** First wait after an auxiliary list (currencies, coin index) failed to load; doubles up to an hour. */
+  readonly auxiliaryRetryMs: number
+  /** Pages of 250 coins by market cap read for the coin index's ranks (the top 1,000 by default). */
+  readonly indexRankPages: number
 }
 
 const apiPlan = oneOf("COINGECKO_API_PLAN", ["demo", "pro"] as const, "demo")
@@ -45,7 +61,7 @@ export const readRatesConfig: Effect.Effect<RatesConfigShape, ConfigInvalid> = E
   // The plan decides the default host and whether a key is required: read it first, on its own.
   const plan = yield* Effect.option(apiPlan)
   const pro = Option.getOrUndefined(plan) === "pro"
-  return yield* readAll({
+  const { callerSharePercent, refreshReservePercent, ...read } = yield* readAll({
     apiPlan,
     // A pro key is refused on the demo host (CoinGecko error 10010), so the default host follows the plan.
     baseUrl: httpUrl("COINGECKO_BASE_URL").pipe(
@@ -60,12 +76,22 @@ export const readRatesConfig: Effect.Effect<RatesConfigShape, ConfigInvalid> = E
     retryBaseDelayMs: int("COINGECKO_RETRY_BASE_MS", 200, 0, 10_000),
     maxConcurrency: int("COINGECKO_MAX_CONCURRENCY", 4, 1, 64),
     callsPerMinute: int("COINGECKO_CALLS_PER_MIN", 30, 1, 10_000),
+    callerSharePercent: int("COINGECKO_CALLER_SHARE_PCT", 33, 1, 100),
+    refreshReservePercent: int("COINGECKO_REFRESH_RESERVE_PCT", 20, 0, 90),
     breakerFailures: int("COINGECKO_BREAKER_FAILURES", 5, 1, 1_000),
     breakerOpenMs: int("COINGECKO_BREAKER_OPEN_MS", 30_000, 100, 3_600_000),
     defaultRetryAfterSeconds: int("COINGECKO_DEFAULT_RETRY_AFTER_S", 60, 1, 3_600),
     latestTtlSeconds: int("COINGECKO_LATEST_TTL_S", 60, 1, 3_600),
-    staleTtlHours: int("COINGECKO_STALE_TTL_H", 168, 1, 24 * 90)
+    staleTtlHours: int("COINGECKO_STALE_TTL_H", 168, 1, 24 * 90),
+    cacheMaxMegabytes: int("COINGECKO_CACHE_MAX_MB", 32, 1, 4_096),
+    auxiliaryRetryMs: int("COINGECKO_AUX_RETRY_MS", 10_000, 100, 3_600_000),
+    indexRankPages: int("COINGECKO_INDEX_RANK_PAGES", 4, 0, 40)
   })
+  return {
+    ...read,
+    callerCallsPerMinute: Math.max(1, Math.round((read.callsPerMinute * callerSharePercent) / 100)),
+    refreshReservePerMinute: Math.round((read.callsPerMinute * refreshReservePercent) / 100)
+  }
 })
 
 export class RatesConfig extends Context.Service<RatesConfig, RatesConfigShape>()("app/RatesConfig") {

@@ -16,6 +16,12 @@ export interface RatesQuery {
   readonly currency: string
   /** 1..365 */
   readonly days: number
+  /**
+   * Whom the upstream calls this query causes are charged to (its share of the budget, C4): `ip:<address>`
+   * (IPv6 by /64) or `client:<id>` with a token. Undefined: no one's share (internal callers, tests).
+   * Not part of the answer: queries differing only by caller have the same answer.
+   */
+  readonly caller?: string | undefined
 }
 
 /** The 200 body of POST /api/v1/exchange-rates (CONTRACT C4), as the contract states it. */

@@ -8,7 +8,7 @@
 import { Result } from "effect"
 import type { CoinGeckoError } from "./CoinGeckoClient.ts"
 import { changesFromSeries } from "./dailySeries.ts"
-import { type Chart, chartFreshUntil, type LatestPrices } from "./marketData.ts"
+import type { Chart, LatestPrices } from "./marketData.ts"
 import type { RatesAnswer, RatesQuery, RateSeries } from "./RatesProvider.ts"
 import type { Sourced } from "./staleCache.ts"
 import type { Resolved } from "./symbolResolution.ts"
@@ -45,24 +45,18 @@ export interface Gathered {
   readonly query: RatesQuery
   /** When the call started (epoch ms): `asOf` of an answer without any price. */
   readonly startedAt: number
-  /** Until when the currency list judged by is fresh; undefined when it was not judged or by an old copy. */
-  readonly currenciesUntil: number | undefined
   readonly resolved: Resolved
   readonly latest: LatestPrices
-  /** Freshness of a latest price, ms. */
-  readonly latestTtlMs: number
   /** The series of every coin id of `resolved`, or why it could not be had. */
   readonly charts: ReadonlyMap<string, Result.Result<Sourced<Chart>, CoinGeckoError>>
 }
 
 export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, CoinGeckoError> => {
   const { charts, latest, query, resolved } = gathered
-  // Until when this very answer holds: the earliest expiry of what it is made of. Any old copy, or a
-  // failed call that the next request would retry, makes it 0.
-  let freshUntil = gathered.currenciesUntil === undefined || resolved.stale
-    ? 0
-    : Math.min(gathered.currenciesUntil, resolved.freshUntil)
-  let stale = resolved.stale
+  // Until when this very answer may be repeated: the earliest `holdsUntil` of what it is made of (an
+  // old copy, or a call that failed and that the next request would retry, makes it 0).
+  let freshUntil = Number.POSITIVE_INFINITY
+  let stale = false
   let asOf = Number.POSITIVE_INFINITY
   const rates: Array<RateSeries> = []
   const unknown: Array<string> = []
@@ -78,9 +72,7 @@ export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, C
     if (Result.isFailure(chart)) return Result.fail(chart.failure)
     const series = chart.success
     const market = latest.latest.get(coin.id)
-    freshUntil = series.stale || market === undefined || market.stale
-      ? 0
-      : Math.min(freshUntil, chartFreshUntil(series), market.storedAt + gathered.latestTtlMs)
+    freshUntil = Math.min(freshUntil, series.holdsUntil, market === undefined ? 0 : market.holdsUntil)
     if (series.value === null) {
       unknown.push(symbol) // resolved, but the upstream has no such coin (404)
       continue

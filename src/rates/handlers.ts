@@ -5,7 +5,8 @@
 import { Clock, Effect, Exit, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
-import { Api } from "../api/Api.ts"
+import { Api, CurrentClient } from "../api/Api.ts"
+import { exchangeOf } from "../http/exchange.ts"
 import { NoValidSymbols, ServiceUnavailable, UpstreamError, ValidationFailed } from "../api/problems.ts"
 import { type ExchangeRatesRequest, ExchangeRatesResponse } from "../api/schemas.ts"
 import { RatesAnswerMemo } from "./answerMemo.ts"
@@ -15,11 +16,29 @@ export const DefaultCurrency = "usd"
 export const DefaultDays = 30
 
 /** Upper-cased and de-duplicated, first occurrence keeps its place (C4). */
-export const toRatesQuery = (payload: ExchangeRatesRequest): RatesQuery => ({
+export const toRatesQuery = (payload: ExchangeRatesRequest, caller?: string): RatesQuery => ({
   symbols: [...new Set(payload.cryptos.map((s) => s.toUpperCase()))],
   currency: (payload.currency ?? DefaultCurrency).toLowerCase(),
-  days: payload.days ?? DefaultDays
+  days: payload.days ?? DefaultDays,
+  caller
 })
+
+/**
+ * Whom a request's upstream calls are charged to (`RatesQuery.caller`): the client of its token, else
+ * its address; an IPv6 address by its /64, which one subscriber usually holds whole.
+ */
+export const callerOf = (clientId: string | undefined, address: string | undefined): string | undefined => {
+  if (clientId !== undefined) return `client:${clientId}`
+  if (address === undefined) return undefined
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)
+  if (mapped !== null) return `ip:${mapped[1]}`
+  if (!address.includes(":")) return `ip:${address}`
+  const [head = "", tail] = address.toLowerCase().split("::")
+  const groups = head === "" ? [] : head.split(":")
+  if (tail !== undefined) groups.push(...Array(Math.max(0, 8 - groups.length - (tail === "" ? 0 : tail.split(":").length))).fill("0"))
+  if (tail !== undefined && tail !== "") groups.push(...tail.split(":"))
+  return `ip6:${groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, "")).join(":")}::/64`
+}
 
 const encodeResponse = Schema.encodeUnknownExit(ExchangeRatesResponse)
 const utf8 = new TextEncoder()
@@ -49,8 +68,9 @@ export const RatesHandlers = HttpApiBuilder.group(
         return HttpServerResponse.uint8Array(body, { contentType: "application/json" })
       })
 
-    return handlers.handle("getHistoricalExchangeRates", ({ payload }) => {
-      const query = toRatesQuery(payload)
+    return handlers.handle("getHistoricalExchangeRates", ({ payload, request }) =>
+      Effect.flatMap(Effect.service(CurrentClient), (client) => {
+      const query = toRatesQuery(payload, callerOf(client?.clientId, exchangeOf(request)?.clientIp))
       return rates.historical(query).pipe(
         Effect.catchTags({
           RatesUpstreamError: () => Effect.fail(new UpstreamError({ detail: "The exchange-rate provider failed to answer correctly." })),
@@ -80,6 +100,6 @@ export const RatesHandlers = HttpApiBuilder.group(
             : respond(query, answer)
         )
       )
-    })
+    }))
   })
 )

@@ -1,12 +1,14 @@
 /**
  * Step 3 of a `historical` call, per coin: its latest price and % changes (one batched `/coins/markets`
- * call for all misses, cached `latestTtlSeconds`) and its daily series (fetched for a fixed range and
- * sliced, cached until the next daily point). Both with last good copies (staleCache.ts).
+ * call for all cold ones, cached `latestTtlSeconds` and refreshed ahead of expiry while asked for) and
+ * its daily series (always the whole year, so that any `days` is served from one entry: the shape of a
+ * request never multiplies calls; cached until the next daily point). Both with the lifecycle of
+ * staleCache.ts: refreshed behind the callers' backs, last good copies when the upstream fails.
  */
 import { Clock, Duration, Effect, Option, Schema } from "effect"
 import type { CoinGeckoClientShape, CoinGeckoError, MarketRow } from "./CoinGeckoClient.ts"
 import { type DailyPoint, millisUntilNextDailyPoint, toDailySeries } from "./dailySeries.ts"
-import { entryOf, lastGoodKey, type Sourced, type StaleCache } from "./staleCache.ts"
+import { type Entry, entryOf, freshnessOf, lastGood, served, type Sourced, type StaleCache, type Timing } from "./staleCache.ts"
 
 /** Latest price and % changes of one coin in one currency; null when the upstream lists no market for it. */
 const Latest = Schema.NullOr(Schema.Struct({
@@ -25,8 +27,11 @@ export type Chart = typeof Chart.Type
 const latestEntry = entryOf(Latest)
 const chartEntry = entryOf(Chart)
 
-export const latestKey = (currency: string, id: string) => `rates:cg:latest:${currency}:${id}`
-const chartKey = (id: string, currency: string, days: number) => `rates:cg:chart:${id}:${currency}:${days}`
+export const latestKey = (currency: string, id: string) => `rates:v2:latest:${currency}:${id}`
+export const chartKey = (id: string, currency: string) => `rates:v2:chart:${id}:${currency}`
+
+/** Every series is fetched for the longest `days` allowed (C4) and sliced. */
+export const SERIES_DAYS = 365
 
 export const toLatest = (row: MarketRow): NonNullable<Latest> => ({
   name: row.name,
@@ -36,22 +41,19 @@ export const toLatest = (row: MarketRow): NonNullable<Latest> => ({
   change30d: row.price_change_percentage_30d_in_currency ?? null
 })
 
-/**
- * Series are fetched for a few fixed ranges and sliced: 29 and 30 days share one upstream call and one
- * cache entry, and callers cannot multiply cache keys (or upstream calls) by varying `days`.
- */
-const SERIES_RANGES = [7, 30, 90, 180, 365] as const
-export const seriesRangeFor = (days: number): number => SERIES_RANGES.find((range) => range >= days) ?? days
+/** A negative answer: fresh for its time, never served past it. */
+const negative = (ttl: Duration.Duration): Timing => ({ ttl, refreshAhead: Duration.zero, grace: Duration.zero })
 
 /** A coin missing upstream may be listed later; ask again after an hour rather than on every request. */
 const MISSING_COIN_TTL = Duration.hours(1)
+const MAX_SERIES_GRACE = Duration.hours(1)
 
-/** How long a chart entry stays fresh: past points never change, so until the next daily point. */
-const chartTtl = (value: Chart, storedAt: number): Duration.Duration =>
-  value === null ? MISSING_COIN_TTL : Duration.millis(millisUntilNextDailyPoint(storedAt))
-
-/** Until when (epoch ms) a chart entry stored at `storedAt` is fresh. */
-export const chartFreshUntil = (chart: Sourced<Chart>): number => chart.storedAt + Duration.toMillis(chartTtl(chart.value, chart.storedAt))
+/** Past points never change: a series is complete until the next daily point, then served while refreshed. */
+const chartTiming = (value: Chart, storedAt: number): Timing => {
+  if (value === null) return negative(MISSING_COIN_TTL)
+  const ttl = Duration.millis(millisUntilNextDailyPoint(storedAt))
+  return { ttl, refreshAhead: Duration.zero, grace: Duration.min(ttl, MAX_SERIES_GRACE) }
+}
 
 export interface LatestPrices {
   /** Per coin id; a missing id means "unavailable" (the upstream failed and no copy is held). */
@@ -61,10 +63,10 @@ export interface LatestPrices {
 }
 
 export interface MarketData {
-  /** Latest prices for coins, one batched upstream call for the misses. Never fails: see `failure`. */
+  /** Latest prices for coins, one batched upstream call for the cold ones. Never fails: see `failure`. */
   readonly latestFor: (ids: ReadonlyArray<string>, currency: string, deadline: number) => Effect.Effect<LatestPrices>
-  /** Daily closes for the range bucket of `days`: the caller keeps the last `days` of them. */
-  readonly chartFor: (id: string, currency: string, days: number, deadline: number) => Effect.Effect<Sourced<Chart>, CoinGeckoError>
+  /** The year of daily closes of a coin: the caller keeps the last `days` of them. */
+  readonly chartFor: (id: string, currency: string, deadline: number) => Effect.Effect<Sourced<Chart>, CoinGeckoError>
 }
 
 export const makeMarketData = (
@@ -72,62 +74,79 @@ export const makeMarketData = (
   upstream: CoinGeckoClientShape,
   options: { readonly latestTtl: Duration.Duration }
 ): MarketData => {
+  // Refreshed in the last fifth of its life when asked for; served one more lifetime while refreshed.
+  const latestTiming: Timing = {
+    ttl: options.latestTtl,
+    refreshAhead: Duration.divideUnsafe(options.latestTtl, 5),
+    grace: options.latestTtl
+  }
+
+  /** One `/coins/markets` call for `ids`, stored. */
+  const fetchLatest = (ids: ReadonlyArray<string>, currency: string) =>
+    Effect.gen(function*() {
+      const rows = yield* upstream.marketsByIds(currency, ids)
+      const storedAt = yield* Clock.currentTimeMillis
+      const byId = new Map(rows.map((row) => [row.id, row] as const))
+      const out = new Map<string, Sourced<Latest>>()
+      for (const id of ids) {
+        const row = byId.get(id)
+        const value = row === undefined ? null : Object.freeze(toLatest(row))
+        const entry = yield* cache.write(latestKey(currency, id), value, storedAt, value === null ? negative(options.latestTtl) : latestTiming)
+        out.set(id, served(entry as Entry<Latest>, freshnessOf(entry, storedAt)))
+      }
+      return out
+    })
+
   const latestFor = (ids: ReadonlyArray<string>, currency: string, deadline: number) =>
     Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
       const latest = new Map<string, Sourced<Latest>>()
-      const misses: Array<string> = []
+      const cold: Array<string> = []
+      const due: Array<string> = []
+      const copies = new Map<string, Entry<Latest>>()
       for (const id of ids) {
         const hit = yield* cache.read(latestEntry, latestKey(currency, id))
-        if (Option.isSome(hit)) latest.set(id, { ...hit.value, stale: false })
-        else misses.push(id)
+        if (Option.isNone(hit)) {
+          cold.push(id)
+          continue
+        }
+        const freshness = freshnessOf(hit.value, now)
+        if (freshness === "expired") {
+          cold.push(id)
+          copies.set(id, hit.value)
+          continue
+        }
+        latest.set(id, served(hit.value, freshness))
+        if (freshness !== "fresh") due.push(id)
       }
-      if (misses.length === 0) return { latest, failure: undefined }
+      if (due.length > 0) {
+        yield* cache.refresh(due, (id) => latestKey(currency, id), (claimed) => Effect.asVoid(fetchLatest([...claimed].sort(), currency)))
+      }
+      if (cold.length === 0) return { latest, failure: undefined }
 
-      const batch = [...misses].sort()
-      const fetched = yield* cache.shared(
-        `latest:${currency}:${batch.join(",")}`,
-        Effect.gen(function*() {
-          const rows = yield* upstream.marketsByIds(currency, batch)
-          const storedAt = yield* Clock.currentTimeMillis
-          const byId = new Map(rows.map((row) => [row.id, row] as const))
-          const out = new Map<string, Sourced<Latest>>()
-          for (const id of batch) {
-            const row = byId.get(id)
-            const value = row === undefined ? null : Object.freeze(toLatest(row))
-            yield* cache.write(latestKey(currency, id), value, storedAt, options.latestTtl, value !== null)
-            out.set(id, { value, storedAt, stale: false })
-          }
-          return out
-        }),
-        deadline
-      ).pipe(Effect.result)
-
+      const batch = [...cold].sort()
+      const fetched = yield* cache.shared(`latest:${currency}:${batch.join(",")}`, fetchLatest(batch, currency), deadline).pipe(Effect.result)
       if (fetched._tag === "Success") {
         for (const [id, value] of fetched.success) latest.set(id, value)
         return { latest, failure: undefined }
       }
-      for (const id of misses) {
-        const copy = yield* cache.read(latestEntry, lastGoodKey(latestKey(currency, id)))
-        if (Option.isSome(copy)) latest.set(id, { ...copy.value, stale: true })
-      }
+      for (const [id, copy] of copies) if (copy.value !== null) latest.set(id, lastGood(copy))
       return { latest, failure: fetched.failure }
     })
 
-  const chartFor = (id: string, currency: string, days: number, deadline: number) => {
-    const range = seriesRangeFor(days)
-    return cache.cachedOrFetch({
-      key: chartKey(id, currency, range),
+  const chartFor = (id: string, currency: string, deadline: number) =>
+    cache.cachedOrFetch({
+      key: chartKey(id, currency),
       entry: chartEntry,
       fetch: Effect.suspend(() =>
-        upstream.marketChart(id, currency, range).pipe(
-          Effect.map((points): ReadonlyArray<DailyPoint> | null => toDailySeries(points, range)),
+        upstream.marketChart(id, currency, SERIES_DAYS).pipe(
+          Effect.map((points): ReadonlyArray<DailyPoint> | null => toDailySeries(points, SERIES_DAYS)),
           Effect.catchIf((error) => error.kind === "not-found", () => Effect.succeed(null))
         )
       ),
-      ttl: chartTtl,
+      timing: chartTiming,
       deadline
     })
-  }
 
   return { latestFor, chartFor }
 }

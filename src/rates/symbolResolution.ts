@@ -1,105 +1,106 @@
 /**
- * Step 2 of a `historical` call: symbols → coins. The curated map first (symbols.ts), then the
- * upstream's lookup by ticker, top-ranked coin wins (cached a day, "no such coin" too; last good copies
- * when the upstream fails). The lookup's rows are also this moment's latest prices: they are kept.
+ * Step 2 of a `historical` call: symbols → coins, with no upstream call on the request path. The curated
+ * map first (symbols.ts), then the coin index: the upstream's coin list (`/coins/list`) and ranks (the
+ * top `COINGECKO_INDEX_RANK_PAGES` pages of `/coins/markets` by market cap), loaded in the background at
+ * start and daily (auxiliary.ts). A ticker shared by several coins is the top-ranked one's (an unranked
+ * coin loses to any ranked one, and to the coin listed before it); a ticker no coin has is `unknown`.
  */
-import { Clock, Duration, Effect, Option, Schema } from "effect"
-import type { CoinGeckoClientShape, CoinGeckoError, MarketRow } from "./CoinGeckoClient.ts"
-import { latestKey, toLatest } from "./marketData.ts"
-import { entryOf, lastGoodKey, type StaleCache } from "./staleCache.ts"
+import { Duration, Effect, Schema, type Scope } from "effect"
+import { makeAuxiliary } from "./auxiliary.ts"
+import type { CoinGeckoClientShape, ListedCoin, MarketRow } from "./CoinGeckoClient.ts"
+import { CoinGeckoError } from "./coinGeckoResponses.ts"
+import type { RatesCache } from "./RatesCache.ts"
+import { RatesConfig } from "./RatesConfig.ts"
+import { entryOf } from "./staleCache.ts"
 import { curatedCoinFor } from "./symbols.ts"
 
-const Coin = Schema.Struct({ id: Schema.String, name: Schema.String })
-export type Coin = typeof Coin.Type
+export interface Coin {
+  readonly id: string
+  readonly name: string
+}
 
-/** A symbol's resolution; null when the upstream knows no coin with that ticker. */
-const resolutionEntry = entryOf(Schema.NullOr(Coin))
+/** Upper-case ticker → `[id, name]` of its coin. */
+const CoinIndex = Schema.Record(Schema.String, Schema.Tuple([Schema.String, Schema.String]))
+type CoinIndex = typeof CoinIndex.Type
 
-const symbolKey = (symbol: string) => `rates:cg:symbol:${symbol}`
-const RESOLUTION_TTL = Duration.hours(24)
+/** Tickers a request can carry (api/schemas.ts), not longer than this: others are never asked for. */
+const ASKABLE = /^[A-Za-z0-9._-]{1,40}$/
+const PAGE_SIZE = 250
 
-/** Of the coins sharing a ticker, the top-ranked one (an unranked coin loses to any ranked one). */
-const topRanked = (rows: ReadonlyArray<MarketRow>, symbol: string): MarketRow | undefined => {
-  let best: MarketRow | undefined
-  for (const row of rows) {
-    if (row.symbol.toLowerCase() !== symbol.toLowerCase()) continue
-    const rank = row.market_cap_rank ?? Number.POSITIVE_INFINITY
-    const bestRank = best?.market_cap_rank ?? Number.POSITIVE_INFINITY
-    if (best === undefined || rank < bestRank) best = row
+/** The index from the list and the ranked rows (best rank first within a page). */
+export const buildCoinIndex = (listed: ReadonlyArray<ListedCoin>, ranked: ReadonlyArray<MarketRow>): CoinIndex => {
+  const rankOf = new Map<string, number>()
+  for (const row of ranked) if (!rankOf.has(row.id)) rankOf.set(row.id, row.market_cap_rank ?? Number.MAX_SAFE_INTEGER)
+  const best = new Map<string, { readonly id: string; readonly name: string; readonly rank: number }>()
+  for (const coin of [...ranked, ...listed]) {
+    if (!ASKABLE.test(coin.symbol)) continue
+    const symbol = coin.symbol.toUpperCase()
+    const rank = rankOf.get(coin.id) ?? Number.POSITIVE_INFINITY
+    const known = best.get(symbol)
+    if (known === undefined || rank < known.rank) best.set(symbol, { id: coin.id, name: coin.name, rank })
   }
-  return best
+  const index: Record<string, readonly [string, string]> = {}
+  for (const [symbol, coin] of best) index[symbol] = [coin.id, coin.name]
+  return index
 }
 
 export interface Resolved {
   /** Every symbol asked, with its coin or null (unknown). */
   readonly coins: ReadonlyMap<string, Coin | null>
-  /** True when some resolution is a last good copy (the upstream lookup failed). */
-  readonly stale: boolean
-  /** When the first cached resolution used expires (epoch ms); Infinity when all are curated. */
-  readonly freshUntil: number
 }
 
-/** Fails only when the upstream lookup failed and some symbol was never resolved before. */
-export type ResolveSymbols = (symbols: ReadonlyArray<string>, currency: string, deadline: number) => Effect.Effect<Resolved, CoinGeckoError>
+/** Fails (`unavailable`, a 503) only when an uncurated symbol is asked and no index was ever loaded. */
+export type ResolveSymbols = (symbols: ReadonlyArray<string>, deadline: number) => Effect.Effect<Resolved, CoinGeckoError>
 
 export const makeResolveSymbols = (
-  cache: StaleCache,
-  upstream: CoinGeckoClientShape,
-  options: { readonly latestTtl: Duration.Duration }
-): ResolveSymbols => {
-  /** Looks up uncurated symbols in one upstream call; also keeps the rows as latest prices. */
-  const lookUp = (symbols: ReadonlyArray<string>, currency: string): Effect.Effect<Map<string, Coin | null>, CoinGeckoError> =>
-    Effect.gen(function*() {
-      const rows = yield* upstream.marketsBySymbols(currency, symbols)
-      const storedAt = yield* Clock.currentTimeMillis
-      const found = new Map<string, Coin | null>()
-      for (const symbol of symbols) {
-        const row = topRanked(rows, symbol)
-        const coin = row === undefined ? null : Object.freeze({ id: row.id, name: row.name })
-        found.set(symbol, coin)
-        yield* cache.write(symbolKey(symbol), coin, storedAt, RESOLUTION_TTL)
-        if (row !== undefined) yield* cache.write(latestKey(currency, row.id), toLatest(row), storedAt, options.latestTtl)
+  upstream: CoinGeckoClientShape
+): Effect.Effect<ResolveSymbols, never, RatesCache | RatesConfig | Scope.Scope> =>
+  Effect.gen(function*() {
+    const config = yield* RatesConfig
+    const ranks = Effect.gen(function*() {
+      const rows: Array<MarketRow> = []
+      for (let page = 1; page <= config.indexRankPages; page++) {
+        const batch = yield* upstream.coinsByRank(page, PAGE_SIZE)
+        rows.push(...batch)
+        if (batch.length < PAGE_SIZE) break
       }
-      return found
+      return rows
     })
+    const index = yield* makeAuxiliary({
+      name: "coin index",
+      key: "rates:v2:coin-index",
+      entry: entryOf(CoinIndex),
+      fetch: Effect.map(Effect.all([upstream.coinList, ranks]), ([listed, ranked]) => buildCoinIndex(listed, ranked)),
+      refreshEvery: Duration.hours(24)
+    })
+    // Coins made once per index entry: the same objects for every request.
+    const coinsOf = new WeakMap<object, Coin>()
+    const coinOf = (entry: readonly [string, string]) => {
+      let coin = coinsOf.get(entry)
+      if (coin === undefined) coinsOf.set(entry, coin = Object.freeze({ id: entry[0], name: entry[1] }))
+      return coin
+    }
 
-  return (symbols, currency, deadline) =>
-    Effect.gen(function*() {
-      const coins = new Map<string, Coin | null>()
-      let stale = false
-      let freshUntil = Number.POSITIVE_INFINITY
-      const toLookUp: Array<string> = []
-      for (const symbol of symbols) {
-        const curated = curatedCoinFor(symbol)
-        if (curated !== undefined) {
-          coins.set(symbol, curated)
-          continue
+    return (symbols, deadline) =>
+      Effect.gen(function*() {
+        const coins = new Map<string, Coin | null>()
+        let held: CoinIndex | undefined
+        for (const symbol of symbols) {
+          const curated = curatedCoinFor(symbol)
+          if (curated !== undefined) {
+            coins.set(symbol, curated)
+            continue
+          }
+          held ??= yield* index.get(deadline)
+          if (held === undefined) {
+            return yield* Effect.fail(new CoinGeckoError({
+              kind: "unavailable",
+              detail: "the coin index is not loaded yet",
+              retryAfterSeconds: yield* index.retryAfterSeconds
+            }))
+          }
+          coins.set(symbol, Object.hasOwn(held, symbol) ? coinOf(held[symbol]!) : null)
         }
-        const hit = yield* cache.read(resolutionEntry, symbolKey(symbol))
-        if (Option.isSome(hit)) {
-          coins.set(symbol, hit.value.value)
-          freshUntil = Math.min(freshUntil, hit.value.storedAt + Duration.toMillis(RESOLUTION_TTL))
-        } else toLookUp.push(symbol)
-      }
-      if (toLookUp.length === 0) return { coins, stale, freshUntil }
-      // Looked up now: stored after this instant, for a day.
-      freshUntil = Math.min(freshUntil, (yield* Clock.currentTimeMillis) + Duration.toMillis(RESOLUTION_TTL))
-
-      const batch = [...toLookUp].sort()
-      const looked = yield* cache.shared(`lookup:${currency}:${batch.join(",")}`, Effect.suspend(() => lookUp(batch, currency)), deadline).pipe(
-        Effect.result
-      )
-      if (looked._tag === "Success") {
-        for (const symbol of toLookUp) coins.set(symbol, looked.success.get(symbol) ?? null)
-        return { coins, stale, freshUntil }
-      }
-      // Upstream failed: use old resolutions; a symbol we never resolved cannot be answered.
-      for (const symbol of toLookUp) {
-        const copy = yield* cache.read(resolutionEntry, lastGoodKey(symbolKey(symbol)))
-        if (Option.isNone(copy)) return yield* Effect.fail(looked.failure)
-        coins.set(symbol, copy.value.value)
-        stale = true
-      }
-      return { coins, stale, freshUntil }
-    })
-}
+        return { coins }
+      })
+  })

@@ -5,15 +5,21 @@
  *   node test/emulators/coingecko.ts --port 4101 [--require-key KEY] [--now ISO]
  *   prints one JSON line: {"emulator":"coingecko","url":"http://127.0.0.1:4101/api/v3","control":"…/__control"}
  *
- * API (under /api/v3): /ping, /simple/supported_vs_currencies, /coins/markets (ids= or
- * symbols=&include_tokens=top|all), /coins/{id}/market_chart (interval=daily).
+ * API (under /api/v3): /ping, /simple/supported_vs_currencies, /coins/list, /coins/markets (ids=,
+ * symbols=&include_tokens=top|all, or neither: every coin by rank, paged), /coins/{id}/market_chart
+ * (interval=daily).
  * Control (outside /api/v3):
  *   POST /__control  {"mode": "none"|"5xx"|"429"|"429-no-retry-after"|"429-html"|"hang"|"reset"|
  *                     "truncated"|"wrong-shape"|"401", "paths"?: ["/coins/markets"], "times"?: n,
  *                     "retryAfterSeconds"?: n, "status"?: 5xx, "latency"?: {"/coins/markets": ms},
- *                     "now"?: ISO string | null, "resetStats"?: true}
- *   GET  /__stats    {"total": n, "byPath": {"/coins/bitcoin/market_chart": n, ...}, "maxInFlight": n}
- * Imported: `startCoinGeckoEmulator({ port?, requireKey?, now? })`.
+ *                     "now"?: ISO string | null, "resetStats"?: true, "extraCoins"?: n}
+ *   GET  /__stats    {"total": n, "byPath": {"/coins/bitcoin/market_chart": n, ...}, "byQuery": {...},
+ *                     "maxInFlight": n}
+ * `byQuery` splits /coins/markets by form: "markets:ids", "markets:symbols", "markets:ranks" (neither).
+ * `extraCoins`: that many more coins in /coins/list only (unranked, no market, chart 404): a flood of
+ * real but dead tickers (fc0, fc1, ...).
+ * A delay on any path: "latency". A failing auxiliary call: a mode with "paths".
+ * Imported: `startCoinGeckoEmulator({ port?, requireKey?, now?, extraCoins? })`.
  *
  * Runs on Node's type stripping: erasable TypeScript only, local imports with `.ts`.
  */
@@ -62,6 +68,8 @@ export interface EmulatorStats {
   readonly total: number
   /** Calls per API path below /api/v3, faulted ones included. */
   readonly byPath: Readonly<Record<string, number>>
+  /** /coins/markets calls per form: "markets:ids", "markets:symbols", "markets:ranks". */
+  readonly byQuery: Readonly<Record<string, number>>
   /** Most API calls being answered at the same time. */
   readonly maxInFlight: number
 }
@@ -75,6 +83,8 @@ export interface CoinGeckoEmulator {
   setLatency(pathPrefix: string, ms: number): void
   /** Freeze the emulator's clock (epoch ms), or undefined for the real clock. */
   setNow(epochMs: number | undefined): void
+  /** Lists that many extra dead coins in /coins/list (see the header). */
+  setExtraCoins(count: number): void
   resetStats(): void
   stats(): EmulatorStats
   close(): Promise<void>
@@ -89,6 +99,8 @@ export interface EmulatorOptions {
   readonly keyHeader?: "x-cg-demo-api-key" | "x-cg-pro-api-key"
   /** A fixed clock (epoch ms) for reproducible answers. */
   readonly now?: number
+  /** Extra dead coins listed in /coins/list (see the header). */
+  readonly extraCoins?: number
 }
 
 const API_PREFIX = "/api/v3"
@@ -137,10 +149,22 @@ const marketRow = (c: EmulatedCoin, currency: string, now: number, windows: Read
 
 const byRank = (a: EmulatedCoin, b: EmulatedCoin) => (a.rank ?? Number.POSITIVE_INFINITY) - (b.rank ?? Number.POSITIVE_INFINITY)
 
+/** The form of a /coins/markets call, for `byQuery`. */
+const marketsForm = (query: URLSearchParams) =>
+  query.get("ids") !== null ? "markets:ids" : query.get("symbols") !== null ? "markets:symbols" : "markets:ranks"
+
+/** `/coins/list`: every coin, then `extra` dead ones (`flood-coin-N`, ticker `fcN`). */
+const coinList = (extra: number) => {
+  const list: Array<{ id: string; symbol: string; name: string }> = emulatedCoins.map(({ id, name, symbol }) => ({ id, symbol, name }))
+  for (let i = 0; i < extra; i++) list.push({ id: `flood-coin-${i}`, symbol: `fc${i}`, name: `Flood Coin ${i}` })
+  return list
+}
+
 /** The API itself, faults aside. */
-const answer = (path: string, query: URLSearchParams, now: number): Answer => {
+const answer = (path: string, query: URLSearchParams, now: number, extraCoins: number): Answer => {
   if (path === "/ping") return { status: 200, body: { gecko_says: "(V3) To the Moon!" } }
   if (path === "/simple/supported_vs_currencies") return { status: 200, body: [...emulatedCurrencies.keys()] }
+  if (path === "/coins/list") return { status: 200, body: coinList(extraCoins) }
 
   if (path === "/coins/markets") {
     const currency = query.get("vs_currency")?.toLowerCase()
@@ -204,8 +228,10 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
   let fault: FaultOptions = { mode: "none" }
   let faultsLeft: number | undefined
   let frozenNow = options.now
+  let extraCoins = options.extraCoins ?? 0
   const latency = new Map<string, number>()
   let byPath: Record<string, number> = {}
+  let byQuery: Record<string, number> = {}
   let total = 0
   let inFlight = 0
   let maxInFlight = 0
@@ -218,10 +244,11 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
   }
   const resetStats = () => {
     byPath = {}
+    byQuery = {}
     total = 0
     maxInFlight = inFlight
   }
-  const stats = (): EmulatorStats => ({ total, byPath: { ...byPath }, maxInFlight })
+  const stats = (): EmulatorStats => ({ total, byPath: { ...byPath }, byQuery: { ...byQuery }, maxInFlight })
   const now = () => frozenNow ?? Date.now()
 
   /** The fault to apply to this call, consuming one of `times`. */
@@ -261,6 +288,7 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
       }
       if (body.now !== undefined) frozenNow = body.now === null ? undefined : Date.parse(String(body.now))
       if (body.resetStats === true) resetStats()
+      if (typeof body.extraCoins === "number") extraCoins = body.extraCoins
     } catch (error) {
       return sendJson(res, 400, { error: String(error) })
     }
@@ -275,6 +303,10 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
   const handleApi = async (req: IncomingMessage, res: ServerResponse, path: string, query: URLSearchParams) => {
     total++
     byPath[path] = (byPath[path] ?? 0) + 1
+    if (path === "/coins/markets") {
+      const form = marketsForm(query)
+      byQuery[form] = (byQuery[form] ?? 0) + 1
+    }
     inFlight++
     maxInFlight = Math.max(maxInFlight, inFlight)
     res.on("close", () => inFlight--)
@@ -308,7 +340,7 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
       default:
         break
     }
-    const { body, status } = answer(path, query, now())
+    const { body, status } = answer(path, query, now(), extraCoins)
     if (active?.mode === "truncated" && status === 200) {
       const text = JSON.stringify(body)
       res.writeHead(200, { "content-type": "application/json; charset=utf-8" })
@@ -341,6 +373,9 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
         setLatency,
         setNow: (epochMs) => {
           frozenNow = epochMs
+        },
+        setExtraCoins: (count) => {
+          extraCoins = count
         },
         resetStats,
         stats,

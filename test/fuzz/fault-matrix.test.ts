@@ -1,7 +1,7 @@
 /**
  * Every upstream fault mode × every upstream call an operation makes, through the HTTP app with the
- * live upstream Layers (short timeouts) against the emulators: CoinGecko's modes on the three calls
- * behind POST /api/v1/exchange-rates (symbol lookup, latest prices, daily series), and the Brevo and
+ * live upstream Layers (short timeouts) against the emulators: CoinGecko's modes on the two calls
+ * behind POST /api/v1/exchange-rates (latest prices, daily series), and the Brevo and
  * Listmonk modes on POST /api/subscribe, each also as a one-off blip that a retry must absorb.
  * Each case asserts the status and problem code, a response-time bound, and that /api/health still
  * answers 200 afterwards. (Redis down: test/production/redis.test.ts.)
@@ -86,23 +86,16 @@ describe("CoinGecko fault modes × the upstream calls behind POST /api/v1/exchan
   const upstreamFailure = (mode: CoinGeckoFault) =>
     isRateLimit(mode) ? { status: 503, code: "service_unavailable" } : { status: 502, code: "upstream_error" }
 
-  type UpstreamCall = "symbol lookup" | "latest prices" | "daily series"
-  const calls: ReadonlyArray<UpstreamCall> = ["symbol lookup", "latest prices", "daily series"]
+  // Symbols resolve from the coin index, loaded in the background: no call on the request path
+  // (its faults: test/e2e/rates-abuse.test.ts).
+  type UpstreamCall = "latest prices" | "daily series"
+  const calls: ReadonlyArray<UpstreamCall> = ["latest prices", "daily series"]
   const matrix = calls.flatMap((call) => modes.map((mode) => [call, mode] as const))
-  let unknownTicker = 0
 
   it.each(matrix)("%s × %s", async (call, mode) => {
-    let body: Record<string, unknown>
-    let paths: Array<string>
-    if (call === "symbol lookup") {
-      // A ticker outside the curated map is resolved through /coins/markets?symbols= (not cached when it fails).
-      body = { cryptos: [`ZQX${unknownTicker++}`], currency: "usd", days: 7 }
-      paths = ["/coins/markets"]
-    } else {
-      const { symbol, currency } = freshPair()
-      body = { cryptos: [symbol], currency, days: 7 }
-      paths = call === "latest prices" ? ["/coins/markets"] : [`/coins/${coinIds[symbol]}/market_chart`]
-    }
+    const { symbol, currency } = freshPair()
+    const body = { cryptos: [symbol], currency, days: 7 }
+    const paths = call === "latest prices" ? ["/coins/markets"] : [`/coins/${coinIds[symbol]}/market_chart`]
     emulator.setFault({ mode, paths, retryAfterSeconds: 1 })
     const started = performance.now()
     const checked = await post(app, model, "/api/v1/exchange-rates", body)
@@ -133,7 +126,7 @@ describe("CoinGecko fault modes × the upstream calls behind POST /api/v1/exchan
   }, 10_000)
 
   it.each(calls)("%s without a fault answers from the upstream", async (call) => {
-    const body = call === "symbol lookup" ? { cryptos: ["PEPE"], currency: "usd", days: 7 } : { cryptos: [freshPair().symbol], currency: "usd", days: 7 }
+    const body = { cryptos: [call === "latest prices" ? "PEPE" : freshPair().symbol], currency: "usd", days: 7 }
     const checked = await post(app, model, "/api/v1/exchange-rates", body)
     expectNoViolations(checked, call)
     expect(checked.response.status).toBe(200)

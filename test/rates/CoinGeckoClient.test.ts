@@ -124,14 +124,16 @@ describe("CoinGeckoClient requests", () => {
     }).pipe(Effect.provide(layer))
   })
 
-  it.live("asks /coins/markets by ids with % changes, and by lower-case symbols with include_tokens=top", () => {
+  it.live("asks /coins/markets by ids with % changes, /coins/list, and the ranks by market cap page by page", () => {
     const { layer, seen } = clientAnswering(json(200, []))
     return Effect.gen(function*() {
       const client = yield* CoinGeckoClient
       yield* client.marketsByIds("usd", ["bitcoin", "ethereum"])
-      yield* client.marketsBySymbols("usd", ["HOT", "PEPE"])
+      yield* client.coinList
+      yield* client.coinsByRank(2, 250)
       assert.deepInclude(Object.fromEntries(seen[0]!.url.searchParams), { ids: "bitcoin,ethereum", price_change_percentage: "24h,7d,30d" })
-      assert.deepInclude(Object.fromEntries(seen[1]!.url.searchParams), { symbols: "hot,pepe", include_tokens: "top" })
+      assert.strictEqual(seen[1]!.url.pathname, "/api/v3/coins/list")
+      assert.deepStrictEqual(Object.fromEntries(seen[2]!.url.searchParams), { vs_currency: "usd", order: "market_cap_desc", per_page: "250", page: "2" })
     }).pipe(Effect.provide(layer))
   })
 

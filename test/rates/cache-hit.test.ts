@@ -22,7 +22,8 @@ import { EMULATOR_NOW, makeAgeableCache, ratesConfigFrom } from "./helpers.ts"
 // An upstream stub that counts how often each call is *built* (not run): a hit must build none.
 
 const makeStubUpstream = () => {
-  const built = { currencies: 0, markets: 0, symbols: 0, chart: 0 }
+  const built = { markets: 0, chart: 0 }
+  const auxiliary = { currencies: 0, coinList: 0, ranks: 0 }
   let priceFactor = 1
   let failing = false
   const down = <A>(value: A) =>
@@ -40,16 +41,20 @@ const makeStubUpstream = () => {
   const today = Math.floor(EMULATOR_NOW / DAY_MS) * DAY_MS
   const client = CoinGeckoClient.of({
     get supportedCurrencies() {
-      built.currencies++
-      return down(["usd", "eur"])
+      auxiliary.currencies++
+      return Effect.succeed(["usd", "eur"])
+    },
+    get coinList() {
+      auxiliary.coinList++
+      return Effect.succeed([{ id: "xyz-coin", symbol: "xyz", name: "Xyz Coin" }])
+    },
+    coinsByRank: () => {
+      auxiliary.ranks++
+      return Effect.succeed([])
     },
     marketsByIds: (_currency, ids) => {
       built.markets++
       return down(ids.map((id) => row(id, id.slice(0, 3), id)))
-    },
-    marketsBySymbols: (_currency, symbols) => {
-      built.symbols++
-      return down(symbols.filter((s) => s === "XYZ").map(() => row("xyz-coin", "xyz", "Xyz Coin")))
     },
     marketChart: (id, _currency, days) => {
       built.chart++
@@ -59,7 +64,8 @@ const makeStubUpstream = () => {
   })
   return {
     built,
-    reset: () => Object.assign(built, { currencies: 0, markets: 0, symbols: 0, chart: 0 }),
+    auxiliary,
+    reset: () => Object.assign(built, { markets: 0, chart: 0 }),
     setPriceFactor: (factor: number) => void (priceFactor = factor),
     setFailing: (value: boolean) => void (failing = value),
     layer: Layer.succeed(CoinGeckoClient)(client)
@@ -87,16 +93,18 @@ describe("CoinGecko provider on a cache hit", () => {
     return Effect.gen(function*() {
       yield* TestClock.setTime(EMULATOR_NOW)
       const cold = yield* answer()
-      assert.deepStrictEqual(upstream.built, { currencies: 1, markets: 1, symbols: 1, chart: 3 })
+      assert.deepStrictEqual(upstream.built, { markets: 1, chart: 3 })
       assert.deepStrictEqual(cold.result.rates.map((r) => r.id), ["bitcoin", "xyz-coin", "ethereum"])
       assert.deepStrictEqual(cold.result.unknown, ["NOPE"])
-      // The latest prices expire first (a minute); the series at the next daily point, the rest in a day.
-      assert.strictEqual(cold.freshUntil, EMULATOR_NOW + LATEST_TTL_S * 1000)
+      // The latest prices are the first to be refreshed: in the last fifth of their minute.
+      assert.strictEqual(cold.freshUntil, EMULATOR_NOW + LATEST_TTL_S * 800)
 
       upstream.reset()
+      const auxiliaryCalls = { ...upstream.auxiliary }
       const warm = yield* answer()
       const again = yield* answer()
-      assert.deepStrictEqual(upstream.built, { currencies: 0, markets: 0, symbols: 0, chart: 0 })
+      assert.deepStrictEqual(upstream.built, { markets: 0, chart: 0 })
+      assert.deepStrictEqual(upstream.auxiliary, auxiliaryCalls, "the lists are held, not fetched per request")
       assert.deepStrictEqual(warm, cold)
       assert.deepStrictEqual(again, warm)
       // The points are the cached entries' own, frozen: shared, never copied.
@@ -104,24 +112,36 @@ describe("CoinGecko provider on a cache hit", () => {
       assert.strictEqual(warm.result.rates[0]!.series[0], again.result.rates[0]!.series[0])
       assert.strictEqual(warm.result.rates[0]!.series.length, 30)
 
-      // Another query over the same entries (20 days are sliced from the 30-day series) is another answer.
-      const shorter = yield* historical({ ...query, days: 20 })
-      assert.deepStrictEqual(upstream.built, { currencies: 0, markets: 0, symbols: 0, chart: 0 })
-      assert.strictEqual(shorter.days, 20)
-      assert.strictEqual(shorter.rates[0]!.series.length, 20)
-      assert.deepStrictEqual(shorter.rates[0]!.series, warm.result.rates[0]!.series.slice(-20))
+      // Any other days is sliced from the same year of points.
+      for (const days of [1, 7, 20, 90, 365]) {
+        const other = yield* historical({ ...query, days })
+        assert.strictEqual(other.rates[0]!.series.length, days)
+        assert.deepStrictEqual(other.rates[0]!.series.slice(-1), warm.result.rates[0]!.series.slice(-1))
+      }
+      assert.deepStrictEqual(upstream.built, { markets: 0, chart: 0 })
 
-      // The latest prices expire: the answer is rebuilt from the new entries, the series stay cached.
+      // Due for refresh: the held prices are answered while one refresh runs behind.
       upstream.setPriceFactor(2)
-      yield* TestClock.adjust(Duration.seconds(LATEST_TTL_S))
-      const later = yield* answer()
-      assert.deepStrictEqual(upstream.built, { currencies: 0, markets: 1, symbols: 0, chart: 0 })
-      assert.deepStrictEqual(later.result.rates.map((r) => r.price), [200, 200, 200])
-      assert.strictEqual(later.result.asOf, new Date(EMULATOR_NOW + LATEST_TTL_S * 1000).toISOString().replace(".000Z", "Z"))
-      assert.deepStrictEqual(later.result.rates.map((r) => r.series), warm.result.rates.map((r) => r.series))
-      assert.strictEqual(later.freshUntil, EMULATOR_NOW + 2 * LATEST_TTL_S * 1000)
-      // `later` was made of the values just fetched; from now on they are read from the cache.
-      assert.deepStrictEqual(yield* answer(), later)
+      yield* TestClock.adjust(Duration.seconds(LATEST_TTL_S * 0.8))
+      const due = yield* answer()
+      assert.deepStrictEqual(due.result.rates.map((r) => r.price), [100, 100, 100])
+      assert.strictEqual(due.freshUntil, EMULATOR_NOW + LATEST_TTL_S * 1000, "until the held prices expire")
+      yield* Effect.yieldNow
+      assert.deepStrictEqual(upstream.built, { markets: 1, chart: 0 })
+      const refreshed = yield* answer()
+      const refreshedAt = EMULATOR_NOW + LATEST_TTL_S * 800
+      assert.deepStrictEqual(refreshed.result.rates.map((r) => r.price), [200, 200, 200])
+      assert.strictEqual(refreshed.result.asOf, new Date(refreshedAt).toISOString().replace(".000Z", "Z"))
+      assert.deepStrictEqual(refreshed.result.rates.map((r) => r.series), warm.result.rates.map((r) => r.series))
+      assert.strictEqual(refreshed.freshUntil, refreshedAt + LATEST_TTL_S * 800)
+      assert.deepStrictEqual(yield* answer(), refreshed)
+
+      // Not asked for two lifetimes: past its grace, the next request waits for a cold fetch.
+      upstream.setPriceFactor(3)
+      yield* TestClock.adjust(Duration.seconds(LATEST_TTL_S * 2))
+      const cold2 = yield* answer()
+      assert.deepStrictEqual(cold2.result.rates.map((r) => r.price), [300, 300, 300])
+      assert.deepStrictEqual(upstream.built, { markets: 2, chart: 0 })
     }).pipe(Effect.provide(providerWith(upstream.layer, RatesCache.layerMemory())))
   })
 
@@ -155,7 +175,7 @@ describe("CoinGecko provider on a cache hit", () => {
       upstream.reset()
       const warm = yield* historical()
       const again = yield* historical()
-      assert.deepStrictEqual(upstream.built, { currencies: 0, markets: 0, symbols: 0, chart: 0 })
+      assert.deepStrictEqual(upstream.built, { markets: 0, chart: 0 })
       assert.deepStrictEqual(warm, cold)
       assert.deepStrictEqual(again, warm)
       assert.strictEqual(text(encodeRatesBody(again)), schemaBody(cold))
@@ -168,7 +188,8 @@ describe("CoinGecko provider on a cache hit", () => {
       yield* TestClock.setTime(EMULATOR_NOW)
       const cache = yield* RatesCache
       // A chart entry from "another release": points are not [number, number].
-      yield* cache.set("rates:cg:chart:bitcoin:usd:30", { storedAt: EMULATOR_NOW, value: [["x", 1]] }, Duration.hours(1))
+      const times = { storedAt: EMULATOR_NOW, refreshAt: EMULATOR_NOW + 3_600_000, freshUntil: EMULATOR_NOW + 3_600_000, graceUntil: EMULATOR_NOW + 3_600_000 }
+      yield* cache.set("rates:v2:chart:bitcoin:usd", { ...times, value: [["x", 1]] }, Duration.hours(1))
       const rates = yield* RatesProvider
       const { result } = yield* rates.historical({ symbols: ["BTC"], currency: "usd", days: 30 })
       assert.strictEqual(upstream.built.chart, 1) // refused as a miss and fetched again

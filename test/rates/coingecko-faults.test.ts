@@ -105,27 +105,31 @@ describe("rate limits", () => {
 
   it.live("an exhausted calls-per-minute budget answers 503-style at once instead of queueing", () =>
     Effect.gen(function*() {
+      yield* historical({ symbols: ["NOPE"] }) // waits for the lists of start-up: 3 calls of the 5
       const { elapsedMs, result } = yield* timed(historical({ symbols: ["BTC", "ETH", "SOL"] }))
       assert.strictEqual(result._tag, "Failure")
       if (result._tag === "Failure") {
         assert.strictEqual(result.failure._tag, "RatesUnavailableError")
         if (result.failure._tag === "RatesUnavailableError") {
           assert.isAtLeast(result.failure.retryAfterSeconds, 1)
-          assert.isAtMost(result.failure.retryAfterSeconds, 30) // one token per 30 s at 2/min
+          assert.isAtMost(result.failure.retryAfterSeconds, 12) // one token per 12 s at 5/min
         }
       }
-      assert.strictEqual(emulator.stats().total, 2)
+      assert.strictEqual(emulator.stats().total, 5)
       assert.isBelow(elapsedMs, 1_000)
-    }).pipe(Effect.provide(liveRates(fastEnv(emulator.url, { COINGECKO_CALLS_PER_MIN: "2" })))))
+    }).pipe(Effect.provide(liveRates(fastEnv(emulator.url, { COINGECKO_CALLS_PER_MIN: "5", COINGECKO_REFRESH_RESERVE_PCT: "0" })))))
 })
 
 describe("circuit breaker", () => {
-  it.live("opens after repeated failures, fails fast without calling the upstream, and closes after a good probe", () =>
+  it.live("opens after repeated failed requests, fails fast without calling the upstream, and closes after a good probe", () =>
     Effect.gen(function*() {
+      yield* historical({ symbols: ["NOPE"] }) // the lists of start-up are loaded
       emulator.setFault("5xx")
-      // Three failed calls in this request: currencies, latest prices, the chart.
-      const first = yield* Effect.flip(historical({ symbols: ["BTC"] }))
-      assert.strictEqual(first._tag, "RatesUpstreamError")
+      // Three requests whose calls all fail (latest prices, two series): one failure each.
+      for (let i = 0; i < 3; i++) {
+        const failed = yield* Effect.flip(historical({ symbols: ["BTC", "ETH"] }))
+        assert.strictEqual(failed._tag, "RatesUpstreamError", `request ${i + 1}`)
+      }
 
       emulator.resetStats()
       const { elapsedMs, result } = yield* timed(historical({ symbols: ["BTC"] }))
@@ -147,6 +151,15 @@ describe("circuit breaker", () => {
       COINGECKO_BREAKER_FAILURES: "3",
       COINGECKO_BREAKER_OPEN_MS: "800"
     })))))
+
+  it.live("a failing auxiliary list never opens it", () =>
+    Effect.gen(function*() {
+      emulator.setFault({ mode: "5xx", paths: ["/simple/supported_vs_currencies", "/coins/list"] })
+      for (let i = 0; i < 5; i++) yield* Effect.flip(historical({ symbols: ["PEPE"] })) // no index: 503
+      const result = yield* historical({ symbols: ["BTC"] })
+      assert.deepStrictEqual(result.rates.map((r) => r.id), ["bitcoin"])
+      assert.isAtMost(emulator.stats().byPath["/simple/supported_vs_currencies"] ?? 0, 1, "its failure is remembered")
+    }).pipe(Effect.provide(liveRates(fastEnv(emulator.url, { COINGECKO_BREAKER_FAILURES: "1" })))))
 })
 
 describe("stale-if-error", () => {
@@ -154,7 +167,7 @@ describe("stale-if-error", () => {
     Effect.gen(function*() {
       const fresh = yield* historical({ symbols: ["BTC", "ETH"] })
       assert.strictEqual(fresh.stale, false)
-      yield* Effect.sleep("1100 millis") // past COINGECKO_LATEST_TTL_S
+      yield* Effect.sleep("2100 millis") // past COINGECKO_LATEST_TTL_S, and as long again (served while refreshed)
       emulator.setFault("5xx")
       emulator.resetStats()
       const stale = yield* historical({ symbols: ["BTC", "ETH"] })

@@ -75,7 +75,7 @@ describe("CoinGecko provider, healthy upstream", () => {
       assert.deepStrictEqual(result.unknown, ["NOPE", "ZZZ9"])
     }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url)))))
 
-  it.live("looks up uncurated symbols upstream, taking the top-ranked coin of a shared ticker", () =>
+  it.live("resolves uncurated symbols from the coin index, taking the top-ranked coin of a shared ticker", () =>
     Effect.gen(function*() {
       const result = yield* historical({ symbols: ["HOT", "PEPE", "RENDER"], currency: "eur" })
       assert.deepStrictEqual(result.rates.map((r) => [r.symbol, r.id, r.name]), [
@@ -84,17 +84,20 @@ describe("CoinGecko provider, healthy upstream", () => {
         ["RENDER", "render-token", "Render"]
       ])
       assert.deepStrictEqual(ratesOf(result)[0], expectedRate("HOT", "holotoken", "eur", 30))
-      // One lookup for the three symbols, and its rows double as latest prices: no /coins/markets?ids= call.
-      assert.strictEqual(emulator.stats().byPath["/coins/markets"], 1)
+      // No lookup per symbol: the index (the coin list and one page of ranks), then one batch of latest prices.
+      assert.deepStrictEqual(emulator.stats().byQuery, { "markets:ranks": 1, "markets:ids": 1 })
+      assert.strictEqual(emulator.stats().byPath["/coins/list"], 1)
     }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url)))))
 
-  it.live("caches symbol resolutions, unknown ones included", () =>
+  it.live("answers unknown symbols from the index, with no upstream call for them", () =>
     Effect.gen(function*() {
       yield* historical({ symbols: ["HOT", "NOPE"] })
-      const lookups = emulator.stats().byPath["/coins/markets"]
-      const again = yield* historical({ symbols: ["HOT", "NOPE"] })
-      assert.deepStrictEqual(again.unknown, ["NOPE"])
-      assert.strictEqual(emulator.stats().byPath["/coins/markets"], lookups, "no second lookup")
+      const calls = emulator.stats().total
+      const again = yield* historical({ symbols: ["HOT", "NOPE", "ZZZ1", "ZZZ2"] })
+      assert.deepStrictEqual(again.unknown, ["NOPE", "ZZZ1", "ZZZ2"])
+      const none = yield* historical({ symbols: Array.from({ length: 50 }, (_, i) => `NOPE${i}`) })
+      assert.strictEqual(none.rates.length, 0)
+      assert.strictEqual(emulator.stats().total, calls, "no call for unknown symbols")
     }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url)))))
 
   it.live("treats a resolved coin the upstream does not know (404 coin not found) as unknown", () =>
@@ -123,8 +126,9 @@ describe("CoinGecko provider, healthy upstream", () => {
       const coldStats = emulator.stats()
       emulator.setLatency("/coins", 0)
       assert.deepStrictEqual(coldStats.byPath, {
-        "/simple/supported_vs_currencies": 1,
-        "/coins/markets": 2, // the PEPE lookup, and one batched latest-price call for BTC, ETH, SOL
+        "/simple/supported_vs_currencies": 1, // at start-up, with the coin index:
+        "/coins/list": 1,
+        "/coins/markets": 2, // one page of ranks; one batched latest-price call for the four coins
         "/coins/bitcoin/market_chart": 1,
         "/coins/ethereum/market_chart": 1,
         "/coins/solana/market_chart": 1,
@@ -139,16 +143,15 @@ describe("CoinGecko provider, healthy upstream", () => {
       console.info(`coalescing: cold 50 queries → upstream ${JSON.stringify(coldStats.byPath)}; warm 50 → ${emulator.stats().total}`)
     }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url)))))
 
-  it.live("caches series per (coin, currency, range): nearby day counts share one upstream call", () =>
+  it.live("caches series per (coin, currency): any days is sliced from one year of points", () =>
     Effect.gen(function*() {
-      yield* historical({ symbols: ["BTC"], currency: "usd", days: 30 })
-      yield* historical({ symbols: ["BTC"], currency: "usd", days: 30 })
-      const shorter = yield* historical({ symbols: ["BTC"], currency: "usd", days: 20 }) // within the 30-day range
-      assert.deepStrictEqual(ratesOf(shorter)[0]!.series, expectedRate("BTC", "bitcoin", "usd", 20).series)
+      for (const days of [30, 30, 20, 1, 7, 90, 365, 200]) {
+        const result = yield* historical({ symbols: ["BTC"], currency: "usd", days })
+        assert.deepStrictEqual(ratesOf(result)[0]!.series, expectedRate("BTC", "bitcoin", "usd", days).series)
+      }
       assert.strictEqual(emulator.stats().byPath["/coins/bitcoin/market_chart"], 1)
       yield* historical({ symbols: ["BTC"], currency: "eur", days: 30 })
-      yield* historical({ symbols: ["BTC"], currency: "usd", days: 7 })
-      assert.strictEqual(emulator.stats().byPath["/coins/bitcoin/market_chart"], 3)
+      assert.strictEqual(emulator.stats().byPath["/coins/bitcoin/market_chart"], 2)
     }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url)))))
 
   it.live("caps upstream concurrency", () =>
@@ -157,7 +160,9 @@ describe("CoinGecko provider, healthy upstream", () => {
       yield* historical({ symbols: ["BTC", "ETH", "SOL", "ADA", "XRP", "DOT", "LTC", "LINK"] })
       emulator.setLatency("/coins/", 0)
       assert.strictEqual(emulator.stats().maxInFlight, 2)
-      assert.strictEqual(emulator.stats().total, 10) // currencies + latest prices + 8 charts
+      const charts = Object.keys(emulator.stats().byPath).filter((path) => path.endsWith("/market_chart"))
+      assert.strictEqual(charts.length, 8)
+      assert.strictEqual(emulator.stats().byQuery["markets:ids"], 1)
     }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url, { COINGECKO_MAX_CONCURRENCY: "2" })))))
 })
 

@@ -81,42 +81,50 @@ const askVia = (context: Context.Context<RatesProvider>, query: RatesQuery) =>
   )
 
 describe.skipIf(!canSpawnRedis && sharedRedisUrl === undefined)("CoinGecko provider with Redis-shared state", () => {
-  it.live("a second instance answers from what the first one fetched, without calling the upstream", () =>
+  it.live("a second instance answers from what the first one fetched, lists included, without calling the upstream", () =>
     Effect.gen(function*() {
       const env = healthyEnv(emulator.url)
       const keyPrefix = `test-${randomUUID()}:`
       const first = yield* Layer.build(instance(env, keyPrefix))
-      const second = yield* Layer.build(instance(env, keyPrefix))
       yield* removeKeysOnExit(first, keyPrefix)
 
       const query = { symbols: ["BTC", "HOT"], currency: "usd", days: 30 }
       const fromFirst = yield* askVia(first, query)
       const firstCalls = emulator.stats().total
       assert.isAtLeast(firstCalls, 3)
+      // Started now: it adopts the currency list and the coin index the first one stored.
+      const second = yield* Layer.build(instance(env, keyPrefix))
       const fromSecond = yield* askVia(second, query)
       assert.strictEqual(emulator.stats().total, firstCalls, "no upstream call from the second instance")
       assert.deepStrictEqual(fromSecond, fromFirst)
 
-      const ttl = yield* Effect.service(Redis.Redis).pipe(
-        Effect.flatMap((redis) => redis.send<number>("PTTL", `${keyPrefix}rates-cache:rates:cg:latest:usd:bitcoin`)),
+      const [ttl, stored] = yield* Effect.service(Redis.Redis).pipe(
+        Effect.flatMap((redis) =>
+          Effect.all([
+            redis.send<number>("PTTL", `${keyPrefix}rates-cache:rates:v2:latest:usd:bitcoin`),
+            redis.send<string>("GET", `${keyPrefix}rates-cache:rates:v2:latest:usd:bitcoin`)
+          ])),
         Effect.provide(first)
       )
-      assert.isAbove(ttl, 0)
-      assert.isAtMost(ttl, 60_000, "latest prices expire in Redis after COINGECKO_LATEST_TTL_S")
+      const entry = JSON.parse(stored) as { storedAt: number; freshUntil: number }
+      assert.strictEqual(entry.freshUntil - entry.storedAt, 60_000, "fresh for COINGECKO_LATEST_TTL_S")
+      assert.isAbove(ttl, 60_000, "then kept as the last good copy")
     }))
 
   it.live("the calls-per-minute budget is shared by all instances", () =>
     Effect.gen(function*() {
-      const env = healthyEnv(emulator.url, { COINGECKO_CALLS_PER_MIN: "3" })
+      const env = healthyEnv(emulator.url, { COINGECKO_CALLS_PER_MIN: "6", COINGECKO_REFRESH_RESERVE_PCT: "0" })
       const keyPrefix = `test-${randomUUID()}:`
       const first = yield* Layer.build(instance(env, keyPrefix))
-      const second = yield* Layer.build(instance(env, keyPrefix))
       yield* removeKeysOnExit(first, keyPrefix)
 
-      yield* askVia(first, { symbols: ["BTC"], currency: "usd", days: 30 }) // currencies, latest, chart: 3 calls
+      // The lists (currencies, coin list, one page of ranks), then latest prices and a series: 5 calls.
+      yield* askVia(first, { symbols: ["PEPE"], currency: "usd", days: 30 })
+      assert.strictEqual(emulator.stats().total, 5)
+      const second = yield* Layer.build(instance(env, keyPrefix))
       const error = yield* Effect.flip(askVia(second, { symbols: ["ETH"], currency: "usd", days: 30 }))
       assert.strictEqual(error._tag, "RatesUnavailableError")
-      assert.strictEqual(emulator.stats().total, 3)
+      assert.strictEqual(emulator.stats().total, 6)
     }))
 
   it.live("a Redis outage degrades to upstream calls, not errors", () =>

@@ -66,7 +66,21 @@ describe("CoinGecko emulator", () => {
     assert.strictEqual((await get("/coins/markets?vs_currency=usd")).status, 200, "times: 1")
     assert.strictEqual((await get("/ping")).status, 200, "other paths unaffected")
     const stats = await (await fetch(`${origin()}/__stats`)).json()
-    assert.deepStrictEqual(stats, { total: 3, byPath: { "/coins/markets": 2, "/ping": 1 }, maxInFlight: 1 })
+    assert.deepStrictEqual(stats, { total: 3, byPath: { "/coins/markets": 2, "/ping": 1 }, byQuery: { "markets:ranks": 2 }, maxInFlight: 1 })
+  })
+
+  it("/coins/list lists every coin, and as many dead ones as asked for the flood tests", async () => {
+    const listed = await (await get("/coins/list")).json() as Array<{ id: string; symbol: string; name: string }>
+    assert.deepInclude(listed, { id: "holotoken", symbol: "hot", name: "Holo" })
+    emulator.setExtraCoins(3)
+    const flooded = await (await get("/coins/list")).json() as Array<{ id: string; symbol: string; name: string }>
+    emulator.setExtraCoins(0)
+    assert.strictEqual(flooded.length, listed.length + 3)
+    assert.deepInclude(flooded, { id: "flood-coin-2", symbol: "fc2", name: "Flood Coin 2" })
+    assert.strictEqual((await get("/coins/flood-coin-2/market_chart?vs_currency=usd&days=1")).status, 404)
+    const ranked = await (await get("/coins/markets?vs_currency=usd&order=market_cap_desc&per_page=3&page=2")).json() as Array<{ market_cap_rank: number }>
+    assert.deepStrictEqual(ranked.map((r) => r.market_cap_rank), [4, 5, 6])
+    assert.deepStrictEqual(emulator.stats().byQuery, { "markets:ranks": 1 })
   })
 
   it("truncated and HTML faults really send broken bodies; reset drops the connection", async () => {

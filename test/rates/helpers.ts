@@ -43,20 +43,25 @@ export const liveRates = (env: Env) =>
 export const ratesConfigFrom = (env: Env) => RatesConfig.layer.pipe(Layer.provide(configFrom(env)))
 
 /**
- * A cache whose fresh entries the test can drop at will while last-good copies survive: the state of
- * a long-running instance whose TTLs have passed, without waiting for them.
+ * A cache whose entries the test can age at will: every copy past its grace, kept as a last good copy
+ * (negative answers dropped), the state of a long-running instance whose TTLs have passed.
  */
 export const makeAgeableCache = () => {
   const entries = new Map<string, string>()
   const shape: RatesCacheShape = {
     get: (key) => Effect.sync(() => Option.map(Option.fromUndefinedOr(entries.get(key)), (json) => JSON.parse(json) as Schema.Json)),
-    set: (key, value) => Effect.sync(() => void entries.set(key, JSON.stringify(value)))
+    set: (key, value) => Effect.sync(() => void entries.set(key, JSON.stringify(value))),
+    shared: false
   }
   return {
     layer: Layer.succeed(RatesCache)(shape),
-    /** Forget everything but the last-good copies. */
+    /** Every entry expired and past its grace: only last good copies remain. */
     expireFreshEntries: () => {
-      for (const key of entries.keys()) if (!key.endsWith(":last-good")) entries.delete(key)
+      for (const [key, json] of entries) {
+        const entry = JSON.parse(json) as { storedAt: number; value: unknown }
+        if (entry.value === null) entries.delete(key)
+        else entries.set(key, JSON.stringify({ ...entry, refreshAt: entry.storedAt, freshUntil: entry.storedAt, graceUntil: entry.storedAt }))
+      }
     },
     keys: () => [...entries.keys()]
   }
