@@ -6,7 +6,7 @@
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
-import type { TestApp } from "../support/app.ts"
+import { type TestApp, tokenFor } from "../support/app.ts"
 import { askFrom, eventually, sendJunk, shapeCycling, sleep, startRatesApp } from "./rates-abuse-support.ts"
 
 const NOW = Date.UTC(2026, 10, 22, 10, 30)
@@ -91,6 +91,27 @@ describe("unknown symbols and request shapes cost no upstream budget", () => {
     const refused = await askFrom(app, "198.51.100.1", { cryptos: ["BTC"], currency: "xyz" })
     expect(refused.status).toBe(400)
     expect(calls("/coins/bitcoin/market_chart")).toBe(0)
+  })
+})
+
+describe("whom cold fetches are charged to", () => {
+  it("addresses of one IPv6 /64 share one share; a request with a token is charged to its client", async () => {
+    app = await startRatesApp(emulator)
+    const currencies = ["usd", "eur", "gbp", "jpy", "chf", "cad", "aud"]
+    const statuses: Array<number> = []
+    for (const [i, currency] of currencies.entries()) {
+      statuses.push((await askFrom(app, `2001:db8:1:2::${i + 1}`, { cryptos: ["BTC"], currency })).status)
+    }
+    // Two calls per new currency (latest prices, the series): the share of 10 is spent after five.
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 503, 503])
+    expect((await askFrom(app, "2001:db8:1:3::1", { cryptos: ["BTC"], currency: "jpy" })).status).toBe(200)
+    const token = await tokenFor(app, "svc-all", "secret-all", "rates:read")
+    const res = await fetch(`${app.url}/api/v1/exchange-rates`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-forwarded-for": "2001:db8:1:2::9", authorization: `Bearer ${token}` },
+      body: JSON.stringify({ cryptos: ["BTC"], currency: "aud" })
+    })
+    expect(res.status).toBe(200)
   })
 })
 
