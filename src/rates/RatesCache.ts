@@ -16,12 +16,13 @@
  * miss on `get` and ignores it on `set`, so an outage of the cache never fails a request.
  *
  * Memory bound (the memory store): real coins' data live apart from negative answers ("no such coin",
- * "no market"), each evicted least recently *used* first, so a flood of junk can push out only junk:
- *   - data: at most `maxBytes` of JSON text (COINGECKO_CACHE_MAX_MB, 32 MiB by default; a year of
- *     daily points is about 10 kB) and `maxEntries` (50,000);
- *   - negative answers: at most `negativeEntries` (2,000), each a few dozen bytes.
- * Held as parsed, frozen values, JSON of numbers takes about twice its text size in the heap
- * (test/rates/memory-bound.test.ts measures it).
+ * "no market"), each evicted least recently *used* first, so a flood of junk can push out only junk
+ * (test/rates/memory-bound.test.ts):
+ *   - data: at most `maxBytes` of JSON text (COINGECKO_CACHE_MAX_MB, 16 MiB by default: about 1,600
+ *     series of a year of daily points, 10 kB each) and `maxEntries` (50,000);
+ *   - negative answers: at most `negativeEntries` (2,000), about 150 bytes each.
+ * Held parsed and frozen, a series takes about 3.7 times its JSON size in the heap (an array per
+ * point): 16 MiB of JSON is about 60 MB of heap.
  */
 import { Clock, Context, Duration, Effect, Layer, Option, type Schema } from "effect"
 import { recordCacheLookup } from "../observability/metrics.ts"
@@ -40,7 +41,7 @@ export interface RatesCacheShape {
 }
 
 export interface MemoryStoreOptions {
-  /** Most JSON bytes of data entries (default 32 MiB). */
+  /** Most JSON bytes of data entries (default 16 MiB; the service passes COINGECKO_CACHE_MAX_MB). */
   readonly maxBytes?: number
   /** Most data entries (default 50,000). */
   readonly maxEntries?: number
@@ -164,7 +165,7 @@ const makeLru = (maxEntries: number, maxBytes: number) => {
 }
 
 const makeMemoryStore = (options: MemoryStoreOptions): RatesCacheShape & { readonly size: () => MemoryStoreSize } => {
-  const data = makeLru(options.maxEntries ?? 50_000, options.maxBytes ?? 32 * 1024 * 1024)
+  const data = makeLru(options.maxEntries ?? 50_000, options.maxBytes ?? 16 * 1024 * 1024)
   const negative = makeLru(options.negativeEntries ?? 2_000, Number.POSITIVE_INFINITY)
   return {
     get: (key) =>

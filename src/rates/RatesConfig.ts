@@ -83,7 +83,7 @@ export const readRatesConfig: Effect.Effect<RatesConfigShape, ConfigInvalid> = E
     defaultRetryAfterSeconds: int("COINGECKO_DEFAULT_RETRY_AFTER_S", 60, 1, 3_600),
     latestTtlSeconds: int("COINGECKO_LATEST_TTL_S", 60, 1, 3_600),
     staleTtlHours: int("COINGECKO_STALE_TTL_H", 168, 1, 24 * 90),
-    cacheMaxMegabytes: int("COINGECKO_CACHE_MAX_MB", 32, 1, 4_096),
+    cacheMaxMegabytes: int("COINGECKO_CACHE_MAX_MB", 16, 1, 4_096),
     auxiliaryRetryMs: int("COINGECKO_AUX_RETRY_MS", 10_000, 100, 3_600_000),
     indexRankPages: int("COINGECKO_INDEX_RANK_PAGES", 4, 0, 40)
   })

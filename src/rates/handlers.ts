@@ -6,6 +6,7 @@ import { Clock, Effect, Exit, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api, CurrentClient } from "../api/Api.ts"
+import { addressBucket } from "../http/clientIp.ts"
 import { exchangeOf } from "../http/exchange.ts"
 import { NoValidSymbols, ServiceUnavailable, UpstreamError, ValidationFailed } from "../api/problems.ts"
 import { type ExchangeRatesRequest, ExchangeRatesResponse } from "../api/schemas.ts"
@@ -25,20 +26,10 @@ export const toRatesQuery = (payload: ExchangeRatesRequest, caller?: string): Ra
 
 /**
  * Whom a request's upstream calls are charged to (`RatesQuery.caller`): the client of its token, else
- * its address; an IPv6 address by its /64, which one subscriber usually holds whole.
+ * its address, counted as rate limits count it (IPv6 by its /64, which one subscriber usually holds).
  */
-export const callerOf = (clientId: string | undefined, address: string | undefined): string | undefined => {
-  if (clientId !== undefined) return `client:${clientId}`
-  if (address === undefined) return undefined
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)
-  if (mapped !== null) return `ip:${mapped[1]}`
-  if (!address.includes(":")) return `ip:${address}`
-  const [head = "", tail] = address.toLowerCase().split("::")
-  const groups = head === "" ? [] : head.split(":")
-  if (tail !== undefined) groups.push(...Array(Math.max(0, 8 - groups.length - (tail === "" ? 0 : tail.split(":").length))).fill("0"))
-  if (tail !== undefined && tail !== "") groups.push(...tail.split(":"))
-  return `ip6:${groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, "")).join(":")}::/64`
-}
+export const callerOf = (clientId: string | undefined, address: string | undefined): string | undefined =>
+  clientId !== undefined ? `client:${clientId}` : address === undefined ? undefined : `ip:${addressBucket(address)}`
 
 const encodeResponse = Schema.encodeUnknownExit(ExchangeRatesResponse)
 const utf8 = new TextEncoder()

@@ -16,6 +16,23 @@ describe("RatesConfig", () => {
       assert.isBelow(config.requestBudgetMs, 10_000)
     }))
 
+  it.effect("the budget's shares: a third per caller, a fifth kept for refreshes, as percentages of it", () =>
+    Effect.gen(function*() {
+      const defaults = yield* read({})
+      assert.strictEqual(defaults.callerCallsPerMinute, 10)
+      assert.strictEqual(defaults.refreshReservePerMinute, 6)
+      assert.strictEqual(defaults.cacheMaxMegabytes, 16)
+      assert.strictEqual(defaults.auxiliaryRetryMs, 10_000)
+      assert.strictEqual(defaults.indexRankPages, 4)
+      const pro = yield* read({ COINGECKO_CALLS_PER_MIN: "500", COINGECKO_CALLER_SHARE_PCT: "5", COINGECKO_REFRESH_RESERVE_PCT: "0" })
+      assert.strictEqual(pro.callerCallsPerMinute, 25)
+      assert.strictEqual(pro.refreshReservePerMinute, 0)
+      assert.strictEqual((yield* read({ COINGECKO_CALLS_PER_MIN: "2", COINGECKO_CALLER_SHARE_PCT: "1" })).callerCallsPerMinute, 1)
+      const error = yield* Effect.flip(read({ COINGECKO_CALLER_SHARE_PCT: "0", COINGECKO_REFRESH_RESERVE_PCT: "95" }))
+      assert.include(error.message, "COINGECKO_CALLER_SHARE_PCT")
+      assert.include(error.message, "COINGECKO_REFRESH_RESERVE_PCT")
+    }))
+
   it.effect("the pro plan defaults to the pro host and needs a key, which stays redacted", () =>
     Effect.gen(function*() {
       const config = yield* read({ COINGECKO_API_PLAN: "pro", COINGECKO_API_KEY: "secret-1" })
