@@ -27,13 +27,13 @@ import * as CoinGeckoRates from "./rates/CoinGeckoRates.ts"
 
 /**
  * Memory by default. With REDIS_URL, what all instances must share lives in Redis: rate-limit
- * counts, the rates cache, the upstream call budget and circuit breaker.
+ * counts, the token endpoint's failure counts, the rates cache, the upstream call budget and circuit breaker.
  */
 const Stateful = Layer.unwrap(
   Effect.map(AppConfig, ({ redisUrl, redisKeyPrefix }) =>
     redisUrl === undefined
-      ? Layer.mergeAll(RequestCounter.layerMemory, CoinGeckoRates.layer)
-      : Layer.mergeAll(RequestCounter.layerRedis, CoinGeckoRates.layerRedis(redisKeyPrefix)).pipe(Layer.provide(Layer.unwrap(
+      ? Layer.mergeAll(RequestCounter.layerMemory, CoinGeckoRates.layer, OAuth.layer)
+      : Layer.mergeAll(RequestCounter.layerRedis, CoinGeckoRates.layerRedis(redisKeyPrefix), OAuth.layerRedis).pipe(Layer.provide(Layer.unwrap(
         // Imported only when configured: the Redis client is ~500 modules, 7-20 MB of RSS.
         Effect.promise(() => import("./redis.ts")).pipe(Effect.map(({ RedisLive }) => RedisLive(redisUrl)))
       ))))
@@ -42,7 +42,7 @@ const Stateful = Layer.unwrap(
 /** Every live service the application needs, from configuration (the process environment by default). */
 export const LiveServices = Layer.mergeAll(Stateful, Newsletter.layer).pipe(
   Layer.provide(NodeHttpClient.layerUndici),
-  Layer.provideMerge(Layer.mergeAll(OAuth.layer, AccessLog.stdout)),
+  Layer.provideMerge(AccessLog.stdout),
   Layer.provideMerge(AppConfig.layer)
 )
 

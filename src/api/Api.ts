@@ -155,19 +155,20 @@ const oauthError = (status: number) => OAuthErrorBody.pipe(HttpApiSchema.status(
 
 export class OAuthGroup extends HttpApiGroup.make("oauth", { topLevel: true })
   .add(
+    // C6: every error of this endpoint, the edge's 405 and 413 included, is in the OAuth JSON form.
     HttpApiEndpoint.post("requestToken", "/oauth/token", {
       payload: TokenRequest.pipe(HttpApiSchema.asFormUrlEncoded()),
       success: TokenResponse,
-      error: [oauthError(400), oauthError(401), oauthError(429)]
+      error: [oauthError(400), oauthError(401), oauthError(405), oauthError(413), oauthError(429)]
     }).annotate(OpenApi.Summary, "Client-credentials grant (RFC 6749 §4.4), HTTP Basic client authentication"),
     HttpApiEndpoint.get("getAuthorizationServerMetadata", "/.well-known/oauth-authorization-server", {
       success: AuthorizationServerMetadata
-    }).annotate(OpenApi.Summary, "RFC 8414 authorization server metadata"),
+    }).middleware(MethodProblems).annotate(OpenApi.Summary, "RFC 8414 authorization server metadata"),
     HttpApiEndpoint.get("getJwks", "/.well-known/jwks.json", { success: JsonWebKeySet })
+      .middleware(MethodProblems)
       .annotate(OpenApi.Summary, "Public keys that sign access tokens")
   )
   .middleware(ServerProblems)
-  .middleware(MethodProblems)
   .annotate(OpenApi.Title, "OAuth 2.0")
 {}
 

@@ -17,6 +17,7 @@ import type { Caller, RateLimitPolicyName } from "../api/Api.ts"
 import { RateLimited } from "../api/problems.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { BearerAuth } from "../oauth/BearerAuth.ts"
+import { asHttpResponse, refusalResponse } from "../oauth/tokenResponse.ts"
 import { AccessLog } from "../observability/AccessLog.ts"
 import { recordRateLimited, recordRequest } from "../observability/metrics.ts"
 import { makeClientIp } from "./clientIp.ts"
@@ -85,11 +86,6 @@ const closeUnlessBodyRead = (app: AppHandler): AppHandler => (req, res) => {
   app(req, res)
 }
 
-const methodNotAllowed = (method: string, allowed: ReadonlyArray<string>, ctx: ProblemContext) => {
-  const response = problemResponse("method_not_allowed", ctx, { detail: `${method} is not supported on this path.` })
-  return { response, allow: allowed.join(", ") }
-}
-
 export class Edge extends Context.Service<Edge, {
   /** Answers the request, or hands it to `app` with the edge's headers set and the count made. */
   readonly handle: (req: IncomingMessage, res: ServerResponse, app: AppHandler) => void
@@ -119,6 +115,11 @@ const makeEdge = Effect.gen(function*() {
     else res.destroy()
   }
   const problemContext = (exchange: Exchange): ProblemContext => ({ baseUrl: config.publicBaseUrl, requestId: exchange.requestId })
+  /** A refusal made here, in the route's error form (C6: the token endpoint's are OAuth JSON). */
+  const refusal = (exchange: Exchange, code: "method_not_allowed" | "payload_too_large", detail?: string) =>
+    exchange.route?.errorForm === "oauth"
+      ? asHttpResponse(refusalResponse({ publicBaseUrl: config.publicBaseUrl, requestId: exchange.requestId }, code, detail))
+      : problemResponse(code, problemContext(exchange), detail === undefined ? undefined : { detail })
 
   /** Headers every response carries (C7, C9), set before anyone writes the response. */
   const setEdgeHeaders = (req: IncomingMessage, res: ServerResponse, exchange: Exchange) => {
@@ -166,9 +167,8 @@ const makeEdge = Effect.gen(function*() {
   }
 
   const refuseMethod = (req: IncomingMessage, res: ServerResponse, route: RouteMatch, exchange: Exchange) => {
-    const { allow, response } = methodNotAllowed(req.method!, route.methods, problemContext(exchange))
-    res.setHeader("allow", allow)
-    send(res, response)
+    res.setHeader("allow", route.methods.join(", "))
+    send(res, refusal(exchange, "method_not_allowed", `${req.method} is not supported on this path.`))
   }
 
   /** Step 3: a ready answer when there is one for this request, else the HttpApi. */
@@ -299,7 +299,7 @@ const makeEdge = Effect.gen(function*() {
       const operation = route.operations[req.method!]
       if (!route.methods.includes(req.method!)) return refuseMethod(req, res, route, exchange)
       if (Number(req.headers["content-length"] ?? 0) > config.maxBodyBytes) {
-        return send(res, problemResponse("payload_too_large", problemContext(exchange)))
+        return send(res, refusal(exchange, "payload_too_large"))
       }
       if (operation === undefined) return app(req, res) // a document page
       if (isEncodedBody(req) && route.public) {

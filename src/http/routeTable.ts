@@ -2,10 +2,11 @@
  * Every path the service answers and what the edge must know of it, derived from the HttpApi
  * definition (methods, operation, rate-limit policy, CORS) plus the document pages. Built once.
  */
-import { Context } from "effect"
+import { Context, SchemaAST } from "effect"
 import * as FindMyWay from "effect/http/FindMyWay"
 import { HttpApi } from "effect/http-api"
 import { Api, type OperationId, PublicOperation, RateLimitPolicy, type RateLimitPolicyName } from "../api/Api.ts"
+import { OAuthErrorBody } from "../api/schemas.ts"
 import { documentRoutes } from "./documentRoutes.ts"
 
 /**
@@ -31,6 +32,8 @@ export interface RouteMatch {
   readonly methods: ReadonlyArray<string>
   /** Browsers may call it (CORS): the public operations of the contract only. */
   readonly public: boolean
+  /** How its errors are written: RFC 9457 problems, or OAuth JSON where the contract declares it (C6). */
+  readonly errorForm: "problem" | "oauth"
   /** The contract's operation per method (HEAD shares GET's). */
   readonly operations: Readonly<Record<string, RouteOperation>>
 }
@@ -42,22 +45,28 @@ export interface RouteTable {
 
 const methodOrder = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 
+const oauthError = SchemaAST.resolveIdentifier(OAuthErrorBody.ast)
+/** An operation whose declared errors include the OAuth error body (the token endpoint's, C6). */
+const declaresOAuthErrors = (errors: ReadonlyMap<number, ReadonlyArray<{ readonly ast: SchemaAST.AST }>>) =>
+  [...errors.values()].some((schemas) => schemas.some((schema) => SchemaAST.resolveIdentifier(schema.ast) === oauthError))
+
 export const makeRouteTable = (): RouteTable => {
-  const byPath = new Map<string, { methods: Set<string>; public: boolean; operations: Record<string, RouteOperation> }>()
+  const byPath = new Map<string, { methods: Set<string>; public: boolean; oauth: boolean; operations: Record<string, RouteOperation> }>()
   const entry = (path: string) => {
     let found = byPath.get(path)
-    if (found === undefined) byPath.set(path, found = { methods: new Set(), public: false, operations: {} })
+    if (found === undefined) byPath.set(path, found = { methods: new Set(), public: false, oauth: false, operations: {} })
     return found
   }
   HttpApi.reflect(Api, {
     onGroup: () => {},
-    onEndpoint: ({ endpoint }) => {
+    onEndpoint: ({ endpoint, errors }) => {
       const route = entry(endpoint.path)
       const operation: RouteOperation = {
         operationId: endpoint.identifier as OperationId,
         policy: Context.getOrUndefined(endpoint.annotations, RateLimitPolicy)
       }
       route.public ||= Context.getOrUndefined(endpoint.annotations, PublicOperation) === true
+      route.oauth ||= declaresOAuthErrors(errors)
       route.methods.add(endpoint.method)
       route.operations[endpoint.method] = operation
       // HEAD is answered wherever GET is (RFC 9110 §9.1).
@@ -74,6 +83,7 @@ export const makeRouteTable = (): RouteTable => {
       pattern: path,
       methods: [...route.methods].sort((a, b) => methodOrder.indexOf(a) - methodOrder.indexOf(b)),
       public: route.public,
+      errorForm: route.oauth ? "oauth" : "problem",
       operations: route.operations
     })
   }

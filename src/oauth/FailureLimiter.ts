@@ -1,108 +1,115 @@
 /**
- * Brute-force protection for the token endpoint (RFC 6749 §2.3.1, §10.10): failed attempts are counted
- * per key ("ip:…", "client:…") in a sliding window; a key with `limit` failures in the window is blocked
- * until the oldest of them leaves it. Behind a small interface so that a Redis implementation can replace
- * the in-memory one for multi-instance deployments.
+ * Brute-force limits of the token endpoint (CONTRACT C6, RFC 6749 §10.10). Failed client
+ * authentications are counted per (address, client) pair, `limit` per window, and per address, ten
+ * times that (addresses are counted as the request limits count them: IPv6 per /64). A pair at its
+ * limit refuses that client from that address, the right secret included; an address at its limit
+ * refuses every client from it. Never per client alone: secrets have 256 bits, so a per-client
+ * lockout would only lend anyone who knows a client id a denial of service.
+ *
+ * Counted with Effect's RateLimiter (the request limits' fixed window, src/http/rateLimit.ts): in
+ * memory, or with REDIS_URL in Redis so that every instance sees the same counts, in memory while
+ * Redis fails (src/platform/sharedRateLimiter.ts).
  */
-import { isIPv4, isIPv6 } from "node:net"
-import { Clock, Context, Effect, Layer } from "effect"
+import { createHash } from "node:crypto"
+import { Duration, Context, Effect, Layer } from "effect"
+import { RateLimiter, type Redis } from "effect/persistence"
+import { AppConfig } from "../config/AppConfig.ts"
+import { addressBucket } from "../http/clientIp.ts"
+import { makeMemoryCounterStore } from "../http/rateLimit.ts"
+import { consumeWithFallback } from "../platform/sharedRateLimiter.ts"
 import { OAuthConfig } from "./OAuthConfig.ts"
 
-export type LimitStatus =
-  | { readonly blocked: false }
-  | { readonly blocked: true; readonly retryAfterSeconds: number }
+/** An address may fail this many times the per-client limit: clients behind one NAT fail apart. */
+export const ADDRESS_FACTOR = 10
 
-export interface FailureLimiterShape {
-  /** Failures allowed per key per window. */
+export type FailurePolicy = "oauth-address-failures" | "oauth-client-failures"
+
+/** A limit reached: named for the RateLimit fields of the 429. */
+export interface Blocked {
+  readonly policy: FailurePolicy
   readonly limit: number
-  readonly windowSeconds: number
-  readonly status: (key: string) => Effect.Effect<LimitStatus>
-  readonly recordFailure: (key: string) => Effect.Effect<void>
+  readonly retryAfterSeconds: number
 }
 
+export interface FailureLimiterShape {
+  readonly windowSeconds: number
+  /** The address's limit, when reached. */
+  readonly addressBlocked: (address: string) => Effect.Effect<Blocked | undefined>
+  /** The (address, client) pair's limit, when reached. */
+  readonly clientBlocked: (address: string, clientId: string) => Effect.Effect<Blocked | undefined>
+  /** One failure from `address`, and for its pair with `clientId` when the request named a client. */
+  readonly recordFailure: (address: string, clientId?: string) => Effect.Effect<void>
+}
+
+type Consume = RateLimiter.RateLimiter["consume"]
+
 export class FailureLimiter extends Context.Service<FailureLimiter, FailureLimiterShape>()("app/oauth/FailureLimiter") {
-  /** In memory, `OAUTH_MAX_FAILURES_PER_MIN` failures per key per 60 s. */
+  /** In this process: `OAUTH_MAX_FAILURES_PER_MIN` failures per pair per minute. */
   static readonly layer: Layer.Layer<FailureLimiter, never, OAuthConfig> = Layer.effect(
     FailureLimiter,
     Effect.gen(function*() {
-      const config = yield* OAuthConfig
-      return makeMemoryFailureLimiter({ limit: config.maxFailuresPerMinute, windowSeconds: 60 })
+      const { maxFailuresPerMinute } = yield* OAuthConfig
+      return makeFailureLimiter((yield* memoryLimiter).consume, { limit: maxFailuresPerMinute, windowSeconds: 60 })
     })
   )
-  /** In memory with explicit limits; for tests. */
-  static readonly layerTest = (options: { readonly limit: number; readonly windowSeconds: number; readonly maxKeys?: number }) =>
-    Layer.sync(FailureLimiter, () => makeMemoryFailureLimiter(options))
+
+  /** Shared by every instance on the same Redis and REDIS_KEY_PREFIX. */
+  static readonly layerRedis: Layer.Layer<FailureLimiter, never, OAuthConfig | AppConfig | Redis.Redis> = Layer.effect(
+    FailureLimiter,
+    Effect.gen(function*() {
+      const { maxFailuresPerMinute } = yield* OAuthConfig
+      const { redisKeyPrefix } = yield* AppConfig
+      const shared = yield* RateLimiter.make.pipe(
+        Effect.provide(RateLimiter.layerStoreRedis({ prefix: `${redisKeyPrefix}oauth-failures:` }))
+      )
+      const consume = consumeWithFallback({ shared, memory: yield* memoryLimiter, label: "token failure limits" })
+      return makeFailureLimiter(consume, { limit: maxFailuresPerMinute, windowSeconds: 60 })
+    })
+  )
+
+  /** In memory with explicit limits, on the Effect Clock (tests move it). */
+  static readonly layerTest = (options: { readonly limit: number; readonly windowSeconds: number }) =>
+    Layer.effect(FailureLimiter, Effect.map(memoryLimiter, ({ consume }) => makeFailureLimiter(consume, options)))
 }
 
-/**
- * One array of failure times per key. Memory is bounded: each array holds at most `limit` entries and the
- * map at most `maxKeys` keys (least recently failed evicted first), so random client ids cannot grow it
- * without bound. Times come from the Effect Clock, so tests can move time.
- */
-export const makeMemoryFailureLimiter = (options: {
-  readonly limit: number
-  readonly windowSeconds: number
-  readonly maxKeys?: number
-}): FailureLimiterShape => {
-  const windowMs = options.windowSeconds * 1000
-  const maxKeys = options.maxKeys ?? 100_000
-  const failures = new Map<string, Array<number>>()
+/** The request limits' memory store: its counters are dropped once their window is over. */
+const memoryLimiter = Effect.gen(function*() {
+  const { store } = yield* makeMemoryCounterStore
+  return yield* RateLimiter.make.pipe(Effect.provideService(RateLimiter.RateLimiterStore, store))
+})
 
-  const live = (key: string, now: number): Array<number> | undefined => {
-    const times = failures.get(key)
-    if (times === undefined) return undefined
-    while (times.length > 0 && times[0]! <= now - windowMs) times.shift()
-    if (times.length === 0) {
-      failures.delete(key)
-      return undefined
-    }
-    return times
-  }
+/** Client ids are the caller's text, of any length: the key holds a digest of it. */
+const clientKey = (clientId: string) => createHash("sha256").update(clientId).digest("base64url")
+
+export const makeFailureLimiter = (
+  consume: Consume,
+  options: { readonly limit: number; readonly windowSeconds: number }
+): FailureLimiterShape => {
+  const window = Duration.seconds(options.windowSeconds)
+  const counter = (policy: FailurePolicy, key: string, limit: number) => ({ policy, key, limit })
+  const ofAddress = (address: string) => counter("oauth-address-failures", `address:${addressBucket(address)}`, options.limit * ADDRESS_FACTOR)
+  const ofPair = (address: string, clientId: string) =>
+    counter("oauth-client-failures", `pair:${addressBucket(address)}:${clientKey(clientId)}`, options.limit)
+
+  // Zero tokens: reads the count without adding to it.
+  const blocked = ({ policy, key, limit }: ReturnType<typeof counter>) =>
+    consume({ key, limit, window, tokens: 0 }).pipe(
+      Effect.map((r): Blocked | undefined =>
+        r.remaining > 0 ? undefined : { policy, limit, retryAfterSeconds: Math.max(1, Math.ceil(Duration.toMillis(r.resetAfter) / 1000)) }
+      ),
+      // Only a store failure without a fallback gets here: let the request through rather than fail it.
+      Effect.orElseSucceed(() => undefined)
+    )
+  const count = ({ key, limit }: ReturnType<typeof counter>) => Effect.ignore(consume({ key, limit, window }))
 
   return {
-    limit: options.limit,
     windowSeconds: options.windowSeconds,
-    status: (key) =>
-      Effect.map(Clock.currentTimeMillis, (now): LimitStatus => {
-        const times = live(key, now)
-        if (times === undefined || times.length < options.limit) return { blocked: false }
-        return { blocked: true, retryAfterSeconds: Math.max(1, Math.ceil((times[0]! + windowMs - now) / 1000)) }
-      }),
-    recordFailure: (key) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
-        const times = live(key, now) ?? []
-        times.push(now)
-        if (times.length > options.limit) times.shift()
-        // Re-insert so that Map order is least-recently-failed first.
-        failures.delete(key)
-        failures.set(key, times)
-        if (failures.size > maxKeys) {
-          const oldest = failures.keys().next()
-          if (!oldest.done) failures.delete(oldest.value)
-        }
-      })
+    addressBlocked: (address) => blocked(ofAddress(address)),
+    clientBlocked: (address, clientId) => blocked(ofPair(address, clientId)),
+    recordFailure: (address, clientId) =>
+      Effect.asVoid(Effect.all(
+        clientId === undefined ? [count(ofAddress(address))] : [count(ofAddress(address)), count(ofPair(address, clientId))],
+        { concurrency: "unbounded" }
+      ))
   }
-}
-
-/**
- * The rate-limit key of a client address: IPv4 as is (IPv4-mapped IPv6 unwrapped), IPv6 by its /64
- * prefix, since one host commonly holds a whole /64 and could otherwise rotate addresses freely.
- */
-export const ipKey = (address: string): string => {
-  const bare = address.replace(/%.*$/, "").replace(/^\[|\]$/g, "")
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(bare)
-  if (mapped !== null && isIPv4(mapped[1]!)) return `ip:${mapped[1]}`
-  if (isIPv4(bare)) return `ip:${bare}`
-  if (isIPv6(bare)) return `ip:${expandIPv6(bare).slice(0, 4).join(":")}::/64`
-  return `ip:${bare}`
-}
-
-const expandIPv6 = (address: string): Array<string> => {
-  // An embedded IPv4 tail (e.g. ::1.2.3.4) occupies the last two groups; only the first four matter here.
-  const withoutV4 = address.replace(/:(\d+\.\d+\.\d+\.\d+)$/, ":0:0")
-  const [head = "", tail] = withoutV4.split("::")
-  const h = head === "" ? [] : head.split(":")
-  const t = tail === undefined || tail === "" ? [] : tail.split(":")
-  const groups = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill("0"), ...t]
-  return groups.map((g) => g.toLowerCase().replace(/^0+(?=.)/, ""))
 }

@@ -18,11 +18,14 @@ const assemble = <E, R>(base: Layer.Layer<ClientRegistry | SigningKeys | Failure
     Layer.provideMerge(base)
   )
 
+const live = <E, R>(failures: Layer.Layer<FailureLimiter, E, R>) =>
+  assemble(Layer.mergeAll(ClientRegistry.layer, SigningKeys.layer, failures)).pipe(Layer.provideMerge(OAuthConfig.layer))
+
 export const OAuth = {
   /** Registry, pepper and keys under DATA_DIR (or from OAUTH_* variables of the current ConfigProvider). */
-  layer: assemble(Layer.mergeAll(ClientRegistry.layer, SigningKeys.layer, FailureLimiter.layer)).pipe(
-    Layer.provideMerge(OAuthConfig.layer)
-  ),
+  layer: live(FailureLimiter.layer),
+  /** The same, with the token endpoint's failure limits shared through Redis (REDIS_URL). */
+  layerRedis: live(FailureLimiter.layerRedis),
 
   /**
    * In memory: the given clients (fixed ids and secrets allowed), one ephemeral signing key, a failure

@@ -5,29 +5,32 @@
  * is tokenRequest.ts; the answers' shapes are tokenResponse.ts; this file is the order of decisions.
  *
  * Decisions (documented for the API reference):
- * - Only `client_secret_basic`. Credentials in the body (`client_id`, `client_secret`,
- *   `client_assertion*`) next to Basic → 400 invalid_request (one method per request, §2.3); body
+ * - Only `client_secret_basic`. Credentials in the body (`client_secret`, `client_assertion*`, a
+ *   `client_id` naming another client) next to Basic → 400 invalid_request (one method per request,
+ *   §2.3); a `client_id` naming the Basic client is accepted (some client libraries send it); body
  *   credentials alone → 401 invalid_client (unsupported method).
  * - A body that is not `application/x-www-form-urlencoded` (charset, if given, must be UTF-8) → 400
  *   invalid_request with an `application/json` body, not 415: OAuth clients only parse RFC 6749 errors.
+ *   A `Content-Encoding` → 400 invalid_request: the body is read as sent, and a gateway that decodes
+ *   it would read another one.
  * - `scope` absent or empty → every scope the client is registered for. Unknown, not allowed or
  *   malformed (RFC 6749 §3.3 syntax) → 400 invalid_scope. The granted `scope` is always echoed.
  * - A parameter the endpoint reads (grant_type, scope, client_id, client_secret, client_assertion,
  *   client_assertion_type) given twice with a value → 400 invalid_request; empty values count as absent;
  *   other parameters are ignored (§3.2).
- * - Rate limiting: failed client authentications (and malformed Basic credentials) count per client
- *   address (IPv6 per /64) and per client id; at `OAUTH_MAX_FAILURES_PER_MIN` within 60 s further
- *   requests get 429 with `Retry-After` until the window frees. RFC 6749 has no error code for this and
- *   an invented one would break clients, so the body says `"error": "invalid_request"` with problem
- *   `code`/`type` `rate_limited` (the one place where `code` differs from `error`). Counting per client id
- *   also lets a stranger lock a client out for a minute: the accepted price of stopping distributed guessing.
+ * - Rate limiting (FailureLimiter.ts): failed client authentications count per (address, client)
+ *   pair and per address (malformed Basic credentials per address); a limit reached answers 429 with
+ *   `Retry-After` until the window frees, the right secret included. Never per client alone: nobody
+ *   else's failures refuse a client's right secret. RFC 6749 has no error code for this and an
+ *   invented one would break clients, so the body says `"error": "invalid_request"` with problem
+ *   `code`/`type` `rate_limited` (as the HTTP layer's 405 and 413 do, tokenResponse.ts).
  */
 import { Context, Effect, Layer } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { ClientRegistry, type OAuthClient } from "./ClientRegistry.ts"
-import { FailureLimiter, ipKey, type LimitStatus } from "./FailureLimiter.ts"
+import { type Blocked, FailureLimiter } from "./FailureLimiter.ts"
 import { parseScopeString, type Scope } from "./scopes.ts"
-import { isFormContentType, parseBasicAuthorization, parseTokenForm } from "./tokenRequest.ts"
+import { isEncoded, isFormContentType, parseBasicAuthorization, parseTokenForm } from "./tokenRequest.ts"
 import {
   BASIC_CHALLENGE,
   BASIC_CHALLENGE_INVALID_CLIENT,
@@ -54,6 +57,8 @@ export interface TokenRequestInput {
   readonly authorization: string | undefined
   /** The raw `Content-Type` header, if any. */
   readonly contentType: string | undefined
+  /** The raw `Content-Encoding` header, if any. */
+  readonly contentEncoding?: string | undefined
   /** The raw request body (already size-limited by the HTTP layer). */
   readonly body: string
   /** The caller's address as the HTTP layer determined it (TRUST_PROXY aware). */
@@ -78,7 +83,6 @@ export class TokenEndpoint extends Context.Service<TokenEndpoint, TokenEndpointS
         const registry = yield* ClientRegistry
         const tokens = yield* TokenService
         const limiter = yield* FailureLimiter
-        const blockedFor = (status: LimitStatus) => (status.blocked ? status.retryAfterSeconds : 0)
 
         const handle = (input: TokenRequestInput): Effect.Effect<TokenEndpointResponse> =>
           Effect.gen(function*() {
@@ -92,8 +96,9 @@ export class TokenEndpoint extends Context.Service<TokenEndpoint, TokenEndpointS
             ) => errorResponse(context, status, error, description, resolution, options)
             const badRequest = (description: string, resolution: string, reason: string) =>
               fail(400, "invalid_request", description, resolution, { reason })
-            const rateLimited = (retryAfterSeconds: number, what: string) =>
-              fail(
+            const rateLimited = ({ limit, policy, retryAfterSeconds }: Blocked) => {
+              const what = policy === "oauth-address-failures" ? "from this address" : "for this client from this address"
+              return fail(
                 429,
                 "invalid_request",
                 `Too many failed token requests ${what}; try again in ${retryAfterSeconds} seconds.`,
@@ -103,16 +108,24 @@ export class TokenEndpoint extends Context.Service<TokenEndpoint, TokenEndpointS
                   reason: `blocked ${what}`,
                   headers: {
                     "retry-after": String(retryAfterSeconds),
-                    "ratelimit-policy": `"oauth-failures";q=${limiter.limit};w=${limiter.windowSeconds}`,
-                    ratelimit: `"oauth-failures";r=0;t=${retryAfterSeconds}`
+                    "ratelimit-policy": `"${policy}";q=${limit};w=${limiter.windowSeconds}`,
+                    ratelimit: `"${policy}";r=0;t=${retryAfterSeconds}`
                   }
                 }
               )
+            }
 
-            const addressKey = ipKey(input.clientIp)
-            const addressBlock = blockedFor(yield* limiter.status(addressKey))
-            if (addressBlock > 0) return rateLimited(addressBlock, "from this address")
+            const address = input.clientIp
+            const addressBlock = yield* limiter.addressBlocked(address)
+            if (addressBlock !== undefined) return rateLimited(addressBlock)
 
+            if (isEncoded(input.contentEncoding)) {
+              return badRequest(
+                "Content-Encoding is not supported on this endpoint.",
+                "Send the form uncompressed, without a Content-Encoding header.",
+                "content encoding"
+              )
+            }
             if (!isFormContentType(input.contentType)) {
               return badRequest(
                 "The request body must be application/x-www-form-urlencoded (UTF-8).",
@@ -141,30 +154,37 @@ export class TokenEndpoint extends Context.Service<TokenEndpoint, TokenEndpointS
                 )
               }
               case "OtherScheme":
-                yield* limiter.recordFailure(addressKey)
+                yield* limiter.recordFailure(address)
                 return fail(401, "invalid_client", "Only HTTP Basic client authentication is supported.", AUTHENTICATE_WITH_BASIC, {
                   reason: "other scheme",
                   headers: { "www-authenticate": BASIC_CHALLENGE_INVALID_CLIENT }
                 })
               case "Malformed":
-                yield* limiter.recordFailure(addressKey)
+                yield* limiter.recordFailure(address)
                 return badRequest(
                   credentials.description,
                   "Send Authorization: Basic base64(form-encoded client id + ':' + form-encoded secret).",
                   "malformed basic"
                 )
             }
-            if (form.bodyCredentials.length > 0) {
+            if (form.clientId !== undefined && form.clientId !== credentials.clientId) {
               return badRequest(
-                `Use one client authentication method: remove ${form.bodyCredentials.join(", ")} from the body.`,
+                "The client_id parameter names another client than the Basic credentials.",
+                "Remove client_id from the body, or send the id of the client that authenticates.",
+                "client_id mismatch"
+              )
+            }
+            const otherCredentials = form.bodyCredentials.filter((name) => name !== "client_id")
+            if (otherCredentials.length > 0) {
+              return badRequest(
+                `Use one client authentication method: remove ${otherCredentials.join(", ")} from the body.`,
                 "Send the client credentials only in the Authorization header.",
                 "two auth methods"
               )
             }
 
-            const clientKey = `client:${credentials.clientId}`
-            const clientBlock = blockedFor(yield* limiter.status(clientKey))
-            if (clientBlock > 0) return rateLimited(clientBlock, "for this client")
+            const clientBlock = yield* limiter.clientBlocked(address, credentials.clientId)
+            if (clientBlock !== undefined) return rateLimited(clientBlock)
 
             if (form.grantType === undefined) {
               return badRequest("The grant_type parameter is required.", "Send grant_type=client_credentials.", "no grant_type")
@@ -177,8 +197,7 @@ export class TokenEndpoint extends Context.Service<TokenEndpoint, TokenEndpointS
 
             const authenticated = yield* Effect.result(registry.authenticate(credentials.clientId, credentials.secret))
             if (authenticated._tag === "Failure") {
-              yield* limiter.recordFailure(addressKey)
-              yield* limiter.recordFailure(clientKey)
+              yield* limiter.recordFailure(address, credentials.clientId)
               return fail(
                 401,
                 "invalid_client",

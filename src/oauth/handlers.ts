@@ -13,6 +13,7 @@ import { CurrentRequestId } from "../http/requestId.ts"
 import { discoveryDocument } from "./discovery.ts"
 import { SigningKeys } from "./SigningKeys.ts"
 import { TokenEndpoint } from "./TokenEndpoint.ts"
+import { asHttpResponse, refusalResponse } from "./tokenResponse.ts"
 
 export const OAuthHandlers = HttpApiBuilder.group(
   Api,
@@ -26,20 +27,24 @@ export const OAuthHandlers = HttpApiBuilder.group(
     return handlers
       .handleRaw("requestToken", ({ request }) =>
         Effect.gen(function*() {
-          const body = yield* request.text
+          const requestId = yield* CurrentRequestId
+          const body = yield* Effect.result(request.text)
+          if (body._tag === "Failure") {
+            const { reason } = body.failure
+            // A chunked body over the limit, which the edge cannot see in the headers (C6: OAuth form).
+            if (reason._tag !== "RequestParseError" || reason.reason !== "BodyTooLarge") return yield* Effect.die(body.failure)
+            return asHttpResponse(refusalResponse({ publicBaseUrl: config.publicBaseUrl, requestId }, "payload_too_large"))
+          }
           const answer = yield* tokens.handle({
             authorization: request.headers["authorization"],
             contentType: request.headers["content-type"],
-            body,
+            contentEncoding: request.headers["content-encoding"],
+            body: body.success,
             clientIp: clientIp(request),
-            requestId: yield* CurrentRequestId
+            requestId
           })
-          return HttpServerResponse.text(answer.body, {
-            status: answer.status,
-            headers: answer.headers,
-            contentType: "application/json"
-          })
-        }).pipe(Effect.orDie))
+          return asHttpResponse(answer)
+        }))
       .handle("getAuthorizationServerMetadata", () =>
         Effect.succeed(HttpServerResponse.jsonUnsafe(metadata, { headers: publicDocument })))
       .handle("getJwks", () =>

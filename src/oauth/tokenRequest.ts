@@ -16,6 +16,13 @@ export const formDecode = (raw: string): string | undefined => {
   }
 }
 
+/**
+ * A `Content-Encoding` other than `identity`: refused, since the body is read as sent and a gateway that
+ * decodes it would read another one.
+ */
+export const isEncoded = (contentEncoding: string | undefined): boolean =>
+  contentEncoding !== undefined && !/^\s*(identity\s*)?$/i.test(contentEncoding)
+
 /** Media type `application/x-www-form-urlencoded`, case-insensitive; a charset parameter must be UTF-8. */
 export const isFormContentType = (contentType: string | undefined): boolean => {
   if (contentType === undefined) return false
@@ -28,7 +35,10 @@ export const isFormContentType = (contentType: string | undefined): boolean => {
   })
 }
 
-/** Client authentication in the body: not supported, and never next to Basic (one method, §2.3). */
+/**
+ * Client authentication in the body: not supported, and never next to Basic (one method, §2.3), except
+ * a `client_id` naming the Basic client, which some client libraries send (C6).
+ */
 export const BODY_CREDENTIALS = ["client_id", "client_secret", "client_assertion", "client_assertion_type"] as const
 
 /** Parameters the endpoint interprets; a repeat of one of them is an error, of others is ignored. */
@@ -40,6 +50,8 @@ export interface TokenForm {
   readonly scope: string | undefined
   /** Which of `BODY_CREDENTIALS` the body carries, in that order. */
   readonly bodyCredentials: ReadonlyArray<string>
+  /** The body's `client_id`, decoded. */
+  readonly clientId: string | undefined
 }
 
 export type FormParse =
@@ -72,7 +84,8 @@ export const parseTokenForm = (body: string): FormParse => {
     form: {
       grantType: values.get("grant_type")?.[0],
       scope: values.get("scope")?.[0],
-      bodyCredentials: BODY_CREDENTIALS.filter((name) => values.has(name))
+      bodyCredentials: BODY_CREDENTIALS.filter((name) => values.has(name)),
+      clientId: values.get("client_id")?.[0]
     }
   }
 }

@@ -3,11 +3,18 @@
  * bodies carry the OAuth members and the problem members (`type` = PUBLIC_BASE_URL/problems/<code>) in one
  * `application/json` object; oauth4webapi rejects `application/problem+json` on this endpoint.
  */
-import { problemTypePath } from "../api/problems.ts"
+import { HttpServerResponse } from "effect/http"
+import { ProblemCatalogue, problemTypePath } from "../api/problems.ts"
 import type { OAuthErrorBody, TokenResponse } from "../api/schemas.ts"
 
 export type TokenSuccessBody = typeof TokenResponse.Type
 export type TokenErrorBody = typeof OAuthErrorBody.Type
+
+/**
+ * Refusals RFC 6749 has no `error` code for: the body says `invalid_request`, the problem `code` and
+ * `type` say which (the one place where `code` differs from `error`).
+ */
+export type RefusalCode = "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited"
 
 /** Fixed problem titles per code; the /problems/<code> pages use the same. */
 export const TokenErrorTitles = {
@@ -15,14 +22,17 @@ export const TokenErrorTitles = {
   invalid_client: "Client authentication failed",
   unsupported_grant_type: "Unsupported grant type",
   invalid_scope: "Invalid scope",
-  rate_limited: "Too many requests"
+  method_not_allowed: ProblemCatalogue.method_not_allowed.title,
+  payload_too_large: ProblemCatalogue.payload_too_large.title,
+  unsupported_media_type: ProblemCatalogue.unsupported_media_type.title,
+  rate_limited: ProblemCatalogue.rate_limited.title
 } as const
 
 /** The RFC 6749 `error` codes this endpoint answers. */
-export type TokenErrorCode = Exclude<keyof typeof TokenErrorTitles, "rate_limited">
+export type TokenErrorCode = Exclude<keyof typeof TokenErrorTitles, RefusalCode>
 
 export interface TokenEndpointResponse {
-  readonly status: 200 | 400 | 401 | 429
+  readonly status: 200 | 400 | 401 | 405 | 413 | 415 | 429
   /** Lower-case names. Always content-type, cache-control, pragma; plus www-authenticate / retry-after. */
   readonly headers: Readonly<Record<string, string>>
   /** The JSON text to send, byte for byte. */
@@ -31,7 +41,7 @@ export interface TokenEndpointResponse {
   readonly json: TokenSuccessBody | TokenErrorBody
   /** For access logs and metrics; never contains a secret or a token. */
   readonly outcome: {
-    readonly result: "issued" | TokenErrorCode | "rate_limited"
+    readonly result: "issued" | TokenErrorCode | RefusalCode
     readonly reason: string
     readonly clientId?: string
   }
@@ -62,8 +72,8 @@ export const issuedResponse = (json: TokenSuccessBody, clientId: string): TokenE
 })
 
 export interface ErrorOptions {
-  /** `rate_limited`: the one case where the problem `code` differs from the OAuth `error`. */
-  readonly code?: "rate_limited"
+  /** When the problem `code` differs from the OAuth `error`. */
+  readonly code?: RefusalCode
   readonly headers?: Readonly<Record<string, string>>
   /** For the access log only. */
   readonly reason: string
@@ -71,7 +81,7 @@ export interface ErrorOptions {
 
 export const errorResponse = (
   context: { readonly publicBaseUrl: string; readonly requestId?: string | undefined },
-  status: 400 | 401 | 429,
+  status: TokenEndpointResponse["status"],
   error: TokenErrorCode,
   description: string,
   resolution: string,
@@ -98,3 +108,26 @@ export const errorResponse = (
     outcome: { result: code, reason: options.reason }
   }
 }
+
+const refusals = {
+  method_not_allowed: { status: 405, resolution: "Send POST with a form-encoded body: grant_type=client_credentials." },
+  payload_too_large: { status: 413, resolution: "Send the form in at most 16 KiB." },
+  unsupported_media_type: { status: 415, resolution: "Send the form as application/x-www-form-urlencoded, uncompressed." }
+} as const
+
+/**
+ * What the HTTP layer refuses before the endpoint reads the request (405, 413, 415), in this
+ * endpoint's error form: OAuth clients read `error` of every answer that is not a token.
+ */
+export const refusalResponse = (
+  context: { readonly publicBaseUrl: string; readonly requestId?: string | undefined },
+  code: keyof typeof refusals,
+  detail?: string
+): TokenEndpointResponse => {
+  const { resolution, status } = refusals[code]
+  return errorResponse(context, status, "invalid_request", detail ?? ProblemCatalogue[code].detail, resolution, { code, reason: code })
+}
+
+/** An answer of this endpoint as an HttpServerResponse (the handler's and the edge's). */
+export const asHttpResponse = (answer: TokenEndpointResponse): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.text(answer.body, { status: answer.status, headers: answer.headers, contentType: "application/json" })

@@ -94,7 +94,12 @@ const unknownParams = fc.array(
 )
 const bodyCredentialParams = fc.oneof(
   { weight: 5, arbitrary: fc.constant<Array<Param>>([]) },
-  fc.constantFrom<Array<Param>>([["client_id", "svc-all"]], [["client_secret", "secret-all"]], [["client_id", "svc-all"], ["client_secret", "secret-all"]])
+  fc.constantFrom<Array<Param>>(
+    [["client_id", "svc-all"]],
+    [["client_id", "svc-health"]],
+    [["client_secret", "secret-all"]],
+    [["client_id", "svc-all"], ["client_secret", "secret-all"]]
+  )
 )
 
 /** Serialises parameters, mostly properly form-encoded, sometimes raw. */
@@ -164,14 +169,16 @@ describe("POST /oauth/token form variants", () => {
         expect([200, 400, 401], context).toContain(res.status)
         const json = jsonOf(res)
         if (res.status === 200) {
-          // Issued: good credentials, form body, grant_type exactly client_credentials once, no body credentials.
+          // Issued: good credentials, form body, grant_type exactly client_credentials once, no body
+          // credentials but a client_id naming the Basic client (C6).
           expect(c.credentials.good, context).toBe(true)
           expect(c.contentType?.toLowerCase().startsWith("application/x-www-form-urlencoded"), context).toBe(true)
           // The values as the server decodes them (WHATWG form decoding = RFC 6749 Appendix B).
           const form = new URLSearchParams(body)
           const present = (name: string) => form.getAll(name).filter((v) => v !== "")
           expect(present("grant_type"), context).toEqual(["client_credentials"])
-          expect([...present("client_id"), ...present("client_secret")], context).toEqual([])
+          expect(present("client_secret"), context).toEqual([])
+          expect(present("client_id").every((id) => id === ALL.clientId), context).toBe(true)
           const requested = present("scope")
           expect(requested.length, context).toBeLessThanOrEqual(1)
           const granted = String(json.scope).split(" ")

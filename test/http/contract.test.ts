@@ -232,7 +232,11 @@ describe("every method on every path", () => {
         const res = await fetch(app.url + path, init)
         expect(res.status).toBe(405)
         expect(res.headers.get("allow")).toBe(allowed.join(", "))
-        if (method !== "HEAD") await expectProblem(res, 405, "method_not_allowed")
+        if (method === "HEAD") return
+        if (path !== "/oauth/token") return void await expectProblem(res, 405, "method_not_allowed")
+        // C6: the token endpoint's errors are OAuth JSON, the problem members included.
+        expect(res.headers.get("content-type")).toBe("application/json")
+        expect(await res.json()).toMatchObject({ error: "invalid_request", code: "method_not_allowed", status: 405 })
       })
     }
   }

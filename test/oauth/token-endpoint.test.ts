@@ -173,9 +173,13 @@ describe("token endpoint: client authentication", () => {
   })
 
   it("400 invalid_request when Basic is combined with credentials in the body", async () => {
-    for (const extra of ["client_id=full-client", "client_secret=full-secret", "client_assertion=x&client_assertion_type=y"]) {
+    for (const extra of ["client_id=other-client", "client_secret=full-secret", "client_id=full-client&client_secret=full-secret", "client_assertion=x&client_assertion_type=y"]) {
       expectError(await call({ body: `grant_type=client_credentials&${extra}` }), 400, "invalid_request")
     }
+  })
+
+  it("accepts a client_id in the body that names the Basic client (C6)", async () => {
+    expectToken(await call({ body: "grant_type=client_credentials&client_id=full-client&scope=rates%3Aread" }), "rates:read")
   })
 })
 

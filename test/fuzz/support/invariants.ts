@@ -18,10 +18,8 @@ const EXTRA_ROUTES: ReadonlyArray<readonly [RegExp, ReadonlyArray<string>]> = [
   [/^\/problems\/[^/]+$/, ["GET", "HEAD"]]
 ]
 
-/** Operations whose errors are RFC 6749 JSON (C6) for these statuses; others come from the edge. */
-const OAUTH_JSON_ERRORS: Readonly<Record<string, ReadonlySet<number>>> = {
-  requestToken: new Set([400, 401, 429])
-}
+/** Problem codes of the token endpoint's refusals that RFC 6749 has no `error` for (`invalid_request`). */
+const OAUTH_REFUSAL_CODES: ReadonlySet<unknown> = new Set(["rate_limited", "method_not_allowed", "payload_too_large", "unsupported_media_type"])
 const OAUTH_ERROR_CODES: ReadonlySet<string> = new Set(OAuthErrorCode.literals)
 
 /** What would betray internals on the wire (RFC 9457 §5). */
@@ -155,7 +153,8 @@ export const violationsOf = (model: OpenApiModel, publicBaseUrl: string, exchang
   }
 
   if (status >= 400) {
-    const oauthJson = op !== undefined && OAUTH_JSON_ERRORS[op.operationId]?.has(status) === true
+    // C6: every error of the token endpoint, whatever the method, is RFC 6749 JSON; a defect's 500 is not.
+    const oauthJson = (op?.operationId === "requestToken" || target.template === "/oauth/token") && status !== 500
     const expectedType = oauthJson ? /^application\/json(;|$)/ : /^application\/problem\+json(;|$)/
     if (!expectedType.test(contentType)) {
       v.push(`error ${status} has Content-Type "${contentType}", expected ${oauthJson ? "application/json" : "application/problem+json"}`)
@@ -179,7 +178,9 @@ export const violationsOf = (model: OpenApiModel, publicBaseUrl: string, exchang
     if (oauthJson) {
       if (typeof body.error !== "string" || !OAUTH_ERROR_CODES.has(body.error)) v.push(`OAuth error member missing or unknown: ${String(body.error)}`)
       if (typeof body.error_description !== "string") v.push("OAuth error_description missing")
-      if (body.code !== body.error && body.code !== "rate_limited") v.push(`code ${String(body.code)} differs from error ${String(body.error)}`)
+      if (body.code !== body.error && !(body.error === "invalid_request" && OAUTH_REFUSAL_CODES.has(body.code))) {
+        v.push(`code ${String(body.code)} differs from error ${String(body.error)}`)
+      }
     }
     if (op !== undefined && declared.has(status)) {
       const problems = op.validateResponse(status, body)
