@@ -1,22 +1,22 @@
 /**
  * Rate limits of CONTRACT C8: per IP for anonymous callers, per client (ten times the limit) with a
- * valid token, a fixed one-minute window per operation. Counting uses Effect's RateLimiter; its
- * store is memory by default and Redis with REDIS_URL, so every instance shares the same counts.
- * When Redis fails, the instance counts in memory until Redis answers again (logged once per
- * outage): limits loosen to per-instance for a while, but no request goes unanswered.
+ * valid token, a fixed one-minute window per operation. In memory by default (Effect's RateLimiter
+ * arithmetic on a store that forgets past windows); with REDIS_URL, counted in memory and shared
+ * through Redis in batches (sharedCounter.ts), so every instance sees the others' counts within
+ * a stated bound. When Redis fails, counting goes on in memory until Redis answers again (logged
+ * once per outage): limits loosen to per-instance for a while, but no request goes unanswered.
  */
 import { Clock, Context, Duration, Effect, Exit, Layer } from "effect"
 import { HttpServerResponse } from "effect/http"
-import { RateLimiter, type Redis } from "effect/persistence"
+import { RateLimiter, Redis } from "effect/persistence"
 import type { RateLimitPolicyName } from "../api/Api.ts"
 import { RateLimited } from "../api/problems.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { addressBucket } from "./clientIp.ts"
 import { type ProblemContext, problemResponse } from "./problemResponse.ts"
+import { type Count, makeSharedCounts } from "./sharedCounter.ts"
 
 export const WindowSeconds = 60
-/** A Redis round trip slower than this counts as an outage for that request. */
-const storeTimeout = Duration.millis(250)
 
 export interface Decision {
   readonly policy: string
@@ -76,46 +76,6 @@ const consumeNowWith = (count: CountNow) => (key: string, limit: number): Exit.E
   const [taken, ttl] = count(key, 1, windowMillis / limit, limit)
   return taken > limit ? Exit.fail(limitedOf(limit, ttl)) : Exit.succeed(decisionOf(policyOf(key), limit, limit - taken, ttl))
 }
-
-/** Counting in a shared store (Redis), in memory while the store fails. */
-const sharedCounter = (primary: RateLimiter.RateLimiter, fallback: RateLimiter.RateLimiter) =>
-  Effect.gen(function*() {
-    let degraded = false
-    const consumeWith = (limiter: RateLimiter.RateLimiter, key: string, limit: number) =>
-      limiter.consume({ key, limit, window: Duration.seconds(WindowSeconds), algorithm: "fixed-window" })
-    const decide = (key: string, limit: number) => {
-      const policy = policyOf(key)
-      const primaryCall = consumeWith(primary, key, limit)
-      const counted = primaryCall.pipe(
-        Effect.timeoutOrElse({
-          duration: storeTimeout,
-          orElse: () => Effect.fail(new RateLimiter.RateLimiterError({
-            reason: new RateLimiter.RateLimitStoreError({ message: "store timed out" })
-          }))
-        }),
-        Effect.tap(() =>
-          degraded ? Effect.sync(() => (degraded = false)).pipe(Effect.andThen(Effect.logInfo("rate limits: shared store is back"))) : Effect.void
-        ),
-        Effect.catchReason("RateLimiterError", "RateLimitStoreError", (error) =>
-          Effect.gen(function*() {
-            if (!degraded) {
-              degraded = true
-              yield* Effect.logWarning("rate limits: shared store failed, counting in memory", error.message)
-            }
-            return yield* consumeWith(fallback, key, limit)
-          }))
-      )
-      return counted.pipe(
-        Effect.map((r) => decisionOf(policy, limit, r.remaining, Duration.toMillis(r.resetAfter))),
-        Effect.catchTag("RateLimiterError", (error) =>
-          error.reason._tag === "RateLimitExceeded"
-            ? Effect.fail(limitedOf(limit, Duration.toMillis(error.reason.retryAfter)))
-            // A store error with no fallback left: let the request through rather than fail it.
-            : Effect.succeed<Decision>({ policy, limit, remaining: limit, resetSeconds: WindowSeconds }))
-      )
-    }
-    return RequestCounter.of({ consume: decide })
-  })
 
 /**
  * An in-process store. Effect's memory store keeps a fixed-window counter per key for ever, and with
@@ -180,16 +140,30 @@ export class RequestCounter extends Context.Service<RequestCounter, {
     RequestCounter,
     Effect.map(memoryLimiter(), ({ countNow }) => RequestCounter.of({ consume: consumeNowWith(countNow) }))
   )
-  /** Needs `Redis` (effect/persistence); falls back to memory per request while Redis fails. */
-  static readonly layerRedis: Layer.Layer<RequestCounter, never, AppConfig | Redis.Redis> =
-    Layer.effect(
-      RequestCounter,
-      Effect.gen(function*() {
-        const { redisKeyPrefix } = yield* AppConfig
-        const redis = yield* RateLimiter.make.pipe(
-          Effect.provide(RateLimiter.layerStoreRedis({ prefix: `${redisKeyPrefix}ratelimit:` }))
-        )
-        return yield* sharedCounter(redis, (yield* memoryLimiter()).limiter)
+  /**
+   * Needs `Redis` (effect/persistence). Counted in memory and reconciled with Redis in batches
+   * (sharedCounter.ts: no round trip in the common case, a stated overshoot bound, memory while
+   * Redis fails).
+   */
+  static readonly layerRedis: Layer.Layer<RequestCounter, never, AppConfig | Redis.Redis> = Layer.effect(
+    RequestCounter,
+    Effect.gen(function*() {
+      const { redisKeyPrefix } = yield* AppConfig
+      const counts = yield* makeSharedCounts({
+        redis: yield* Redis.Redis,
+        prefix: `${redisKeyPrefix}ratelimit:`,
+        windowMillis
       })
-    )
+      const exitOf = (key: string, limit: number, c: Count): Exit.Exit<Decision, RateLimited> =>
+        c.allowed
+          ? Exit.succeed(decisionOf(policyOf(key), limit, limit - c.used, c.resetMillis))
+          : Exit.fail(limitedOf(limit, c.resetMillis))
+      return RequestCounter.of({
+        consume: (key, limit) => {
+          const counted = counts.count(key, limit)
+          return Effect.isEffect(counted) ? Effect.flatMap(counted, (c) => exitOf(key, limit, c)) : exitOf(key, limit, counted)
+        }
+      })
+    })
+  )
 }
