@@ -1,7 +1,7 @@
 /**
  * Builds the typed client package into dist/ (`npm run build:client`; `npm run pack:client` also packs it):
  *
- *   dist/client.js + .d.ts, dist/api/*.js + .d.ts   tsc -p tsconfig.client.json (src/client.ts, src/api/)
+ *   dist/client.js + .d.ts, dist/api/*.js + .d.ts   tsc -p src/client/tsconfig.json (src/client.ts, src/api/)
  *   dist/package.json                               name/version of this repository, `exports` with
  *                                                   `types`/`import`, `effect` as the only (peer) dependency
  *   dist/README.md                                  how to use it
@@ -36,11 +36,11 @@ const specifiers = (text: string): Array<string> =>
 
 export const buildClient = (): { readonly dir: string; readonly files: ReadonlyArray<string> } => {
   rmSync(DIST, { recursive: true, force: true })
-  const tsc = spawnSync(process.execPath, [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.client.json"], {
+  const tsc = spawnSync(process.execPath, [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", "src/client/tsconfig.json"], {
     cwd: ROOT,
     encoding: "utf8"
   })
-  if (tsc.status !== 0) fail(`tsc -p tsconfig.client.json failed:\n${tsc.stdout}${tsc.stderr}`)
+  if (tsc.status !== 0) fail(`tsc -p src/client/tsconfig.json failed:\n${tsc.stdout}${tsc.stderr}`)
 
   const files = filesUnder(DIST).map((file) => relative(DIST, file)).sort()
   for (const file of files) {
