@@ -45,7 +45,10 @@ const makeCoinGeckoRates: Effect.Effect<
   const cache = yield* makeStaleCache
   const checkCurrency = yield* makeCheckCurrency(upstream)
   const resolveSymbols = yield* makeResolveSymbols(upstream)
-  const market = makeMarketData(cache, upstream, { latestTtl: Duration.seconds(config.latestTtlSeconds) })
+  const market = makeMarketData(cache, upstream, {
+    latestTtl: Duration.seconds(config.latestTtlSeconds),
+    attemptTimeout: Duration.millis(config.attemptTimeoutMs)
+  })
 
   const historical = (query: RatesQuery): Effect.Effect<RatesAnswer, RatesError> =>
     Effect.gen(function*() {

@@ -72,12 +72,17 @@ export interface MarketData {
 export const makeMarketData = (
   cache: StaleCache,
   upstream: CoinGeckoClientShape,
-  options: { readonly latestTtl: Duration.Duration }
+  options: { readonly latestTtl: Duration.Duration; readonly attemptTimeout: Duration.Duration }
 ): MarketData => {
-  // Refreshed in the last fifth of its life when asked for; served one more lifetime while refreshed.
+  // Refreshed when asked for in the last fifth of its life, or earlier when an upstream call may take
+  // longer than that (but not before half of it), so the new copy lands before the old one expires;
+  // served one more lifetime while refreshed.
   const latestTiming: Timing = {
     ttl: options.latestTtl,
-    refreshAhead: Duration.divideUnsafe(options.latestTtl, 5),
+    refreshAhead: Duration.min(
+      Duration.divideUnsafe(options.latestTtl, 2),
+      Duration.max(Duration.divideUnsafe(options.latestTtl, 5), options.attemptTimeout)
+    ),
     grace: options.latestTtl
   }
 
