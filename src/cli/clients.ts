@@ -7,16 +7,18 @@
  *   npm run -s clients -- list             → JSON array of clients (never hashes or secrets)
  *   npm run -s clients -- revoke ID        → {"client_id": "...", "status": "revoked"}
  *   npm run -s clients -- rotate ID        → {"client_id": "...", "client_secret": "..."} (new secret)
- *   npm run -s clients -- rotate-key       → new signing key in DATA_DIR, previous ones stay published;
+ *   npm run -s clients -- rotate-key       → new signing key (PostgreSQL or DATA_DIR), previous ones stay published;
  *                                             with OAUTH_SIGNING_KEYS set, prints that variable's next value
  *   npm run -s clients -- generate-key     → {"keys": [private JWK]} for OAUTH_SIGNING_KEYS
  *
  * `npm run clients` without --silent, into a pipe or a file, is refused before anything changes: npm's
  * banner would precede the JSON there, and a secret shown once would be lost with the broken output.
  *
- * Reads the same environment as the server (DATA_DIR, OAUTH_CLIENTS_FILE, OAUTH_SECRET_PEPPER,
- * OAUTH_SIGNING_KEYS) and must be given the server's values: a client written to another DATA_DIR is
- * unknown to the server (401). A running server picks changes up within about a second.
+ * Reads the same environment as the server (DATABASE_URL, DATA_DIR, OAUTH_CLIENTS_FILE, OAUTH_SECRET_PEPPER,
+ * OAUTH_SIGNING_KEYS) and must be given the server's values. With DATABASE_URL the clients and keys are in
+ * PostgreSQL: every instance sees a change within a second (NOTIFY, else a 500 ms poll), whatever
+ * machine the CLI runs on. Without it they are files under DATA_DIR: a client written to another
+ * DATA_DIR is unknown to the server (401); a running server picks changes up within about a second.
  * Exit codes: 0 done, 1 failed (not found, revoked, storage, configuration), 2 bad usage or input.
  * Results go to stdout as JSON; messages and logs go to stderr.
  */
@@ -125,7 +127,7 @@ const rotateKey: Program = Effect.gen(function*() {
     )
     return yield* out(JSON.stringify(next))
   }
-  // Only now open (or create) the key file in DATA_DIR.
+  // Only now open (or create) the keys, in PostgreSQL or in DATA_DIR.
   const rotation = yield* Effect.gen(function*() {
     const keys = yield* SigningKeys
     return yield* keys.rotate()

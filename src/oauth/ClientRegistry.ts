@@ -1,12 +1,19 @@
 /**
  * The OAuth client registry (CONTRACT C6): client id, name, allowed scopes, keyed hash of the secret,
  * status, timestamps. Backed by clients.json under DATA_DIR (clientsFile.ts), which the CLI edits and a
- * running server follows (ReloadingFile), or by memory in tests.
+ * running server follows (ReloadingFile); with DATABASE_URL by PostgreSQL (store/), which every
+ * instance and the CLI share; or by memory in tests.
  */
 import { Clock, Context, Effect, Layer, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
+import { AppConfig } from "../config/AppConfig.ts"
 import type { FileError } from "../platform/files.ts"
 import * as ReloadingFile from "../platform/ReloadingFile.ts"
+import type { StartupFailure } from "../startup.ts"
+import { clientsState, openPepper } from "./store/clientsTable.ts"
+import { OAuthDatabase } from "./store/Database.ts"
+import { makePgState } from "./store/pgState.ts"
+import type { DatabaseError, SharedState, StorageError } from "./store/SharedState.ts"
 import {
   type ClientRecord,
   ClientsFile,
@@ -61,18 +68,18 @@ export interface CreateClientInput {
 export interface ClientRegistryShape {
   /** Where the hashing pepper came from; production start-up may refuse `generated`/`memory`. */
   readonly pepperOrigin: PepperOrigin
-  readonly create: (input: CreateClientInput) => Effect.Effect<IssuedCredentials, InvalidClientInput | FileError>
+  readonly create: (input: CreateClientInput) => Effect.Effect<IssuedCredentials, InvalidClientInput | StorageError>
   /** Reads the newest state (no throttle); never exposes hashes. */
-  readonly list: () => Effect.Effect<ReadonlyArray<OAuthClient>, FileError>
+  readonly list: () => Effect.Effect<ReadonlyArray<OAuthClient>, StorageError>
   /** Hot path (token verification): the cached state, refreshed at most once per reload interval. */
   readonly get: (clientId: string) => Effect.Effect<OAuthClient | undefined>
   /** Idempotent: revoking a revoked client returns it unchanged. */
-  readonly revoke: (clientId: string) => Effect.Effect<OAuthClient, ClientNotFound | FileError>
+  readonly revoke: (clientId: string) => Effect.Effect<OAuthClient, ClientNotFound | StorageError>
   /** New secret; the old one stops working at once. Tokens already issued stay valid until they expire. */
   readonly rotate: (
     clientId: string,
     options?: { readonly secret?: string }
-  ) => Effect.Effect<IssuedCredentials, ClientNotFound | ClientRevoked | InvalidClientInput | FileError>
+  ) => Effect.Effect<IssuedCredentials, ClientNotFound | ClientRevoked | InvalidClientInput | StorageError>
   /**
    * Checks a client id and secret in constant time: the presented secret is always hashed and compared
    * with a 32-byte digest (the client's, or a random dummy for an unknown id), and a revoked client is
@@ -85,8 +92,14 @@ export interface ClientRegistryShape {
 }
 
 export class ClientRegistry extends Context.Service<ClientRegistry, ClientRegistryShape>()("app/oauth/ClientRegistry") {
+  /** PostgreSQL with DATABASE_URL, else the file under DATA_DIR. */
+  static readonly layer: Layer.Layer<ClientRegistry, StorageError | StartupFailure, OAuthConfig | AppConfig> = Layer.unwrap(
+    Effect.map(AppConfig, ({ databaseUrl }): Layer.Layer<ClientRegistry, StorageError | StartupFailure, OAuthConfig | AppConfig> =>
+      databaseUrl === undefined ? ClientRegistry.layerFile : ClientRegistry.layerDatabase)
+  )
+
   /** File-backed, from `OAuthConfig` (clients file, pepper). A broken file fails the layer. */
-  static readonly layer: Layer.Layer<ClientRegistry, FileError, OAuthConfig> = Layer.effect(
+  static readonly layerFile: Layer.Layer<ClientRegistry, FileError, OAuthConfig> = Layer.effect(
     ClientRegistry,
     Effect.gen(function*() {
       const config = yield* OAuthConfig
@@ -105,6 +118,19 @@ export class ClientRegistry extends Context.Service<ClientRegistry, ClientRegist
     })
   )
 
+  /**
+   * In PostgreSQL (OAuthDatabase): every instance holds the registry in memory and follows its changes
+   * (NOTIFY, else a 500 ms poll); the pepper is OAUTH_SECRET_PEPPER, or in development one kept there.
+   */
+  static readonly layerDatabase: Layer.Layer<ClientRegistry, DatabaseError | StartupFailure, OAuthConfig | AppConfig> = Layer.effect(
+    ClientRegistry,
+    Effect.gen(function*() {
+      const db = yield* OAuthDatabase
+      const pepper = yield* openPepper(db, (yield* OAuthConfig).pepper)
+      return makeRegistry(yield* makePgState(db, clientsState(db, pepper)), pepper)
+    })
+  ).pipe(Layer.provide(OAuthDatabase.layer))
+
   /** In memory, with a random pepper; for tests. `clients` are created up front. */
   static readonly layerTest = (
     clients: ReadonlyArray<CreateClientInput> = []
@@ -115,7 +141,7 @@ export class ClientRegistry extends Context.Service<ClientRegistry, ClientRegist
         const pepper = makePepper(randomToken(32), "memory")
         const registry = makeRegistry(ReloadingFile.inMemory(emptySnapshot), pepper)
         // Memory never fails for storage; only bad input can.
-        for (const c of clients) yield* registry.create(c).pipe(Effect.catchTag("FileError", (e) => Effect.die(e)))
+        for (const c of clients) yield* registry.create(c).pipe(Effect.catchTags({ FileError: Effect.die, DatabaseError: Effect.die }))
         return registry
       })
     )
@@ -182,7 +208,7 @@ const withClient = (snapshot: Snapshot, client: StoredClient): Snapshot => {
   return { clients }
 }
 
-const makeRegistry = (store: ReloadingFile.ReloadingFile<Snapshot>, pepper: Pepper): ClientRegistryShape => {
+const makeRegistry = (store: SharedState<Snapshot, StorageError>, pepper: Pepper): ClientRegistryShape => {
   // Compared against when the id is unknown, so that an unknown id costs the same hash + compare.
   const dummyHash = randomBytes(32)
 

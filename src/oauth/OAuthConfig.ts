@@ -1,14 +1,15 @@
 /**
  * OAuth settings read from the current `ConfigProvider` (CONTRACT C2: every bad variable is named).
  * With APP_ENV=production, key material this very start would generate (lost with the container,
- * different on every instance) is refused: the pepper and the signing keys must be configured.
+ * different on every instance) is refused: the pepper must be configured, and the signing keys too
+ * unless DATABASE_URL keeps them in PostgreSQL (shared by every instance, durable).
  *
  * | variable | default | meaning |
  * |---|---|---|
  * | `OAUTH_CLIENTS_FILE` | `$DATA_DIR/oauth/clients.json` | client registry (hashes only, never secrets) |
  * | `OAUTH_SECRET_PEPPER` | generated into `$DATA_DIR/oauth/pepper` (mode 0600) | HMAC key for client-secret hashes, ≥ 32 characters |
- * | `OAUTH_SIGNING_KEYS` | generated into `$DATA_DIR/oauth/signing-keys.json` (mode 0600) | JWKS JSON of ES256 (P-256) keys; the first must be private and signs |
- * | `OAUTH_MAX_FAILURES_PER_MIN` | `10` | failed token requests allowed per IP and per client id per minute |
+ * | `OAUTH_SIGNING_KEYS` | generated into `$DATA_DIR/oauth/signing-keys.json` (mode 0600), or into PostgreSQL with `DATABASE_URL` | JWKS JSON of ES256 (P-256) keys; the first must be private and signs |
+ * | `OAUTH_MAX_FAILURES_PER_MIN` | `10` | failed token requests per minute from one address for one client; ten times that per address |
  */
 import * as path from "node:path"
 import { Config, Context, Effect, Layer, Redacted } from "effect"
@@ -117,7 +118,8 @@ export const readOAuthConfig: Effect.Effect<OAuthConfigShape, ConfigInvalid> = E
     dataDir,
     clientsFile: text("OAUTH_CLIENTS_FILE", ""),
     pepper: requiredInProduction("OAUTH_SECRET_PEPPER", "the client-secret pepper", pepper),
-    signingKeys: requiredInProduction("OAUTH_SIGNING_KEYS", "the token signing keys", signingKeys),
+    signingKeys: Effect.flatMap(Config.option(Config.String("DATABASE_URL")), (database) =>
+      database._tag === "Some" ? optional(signingKeys) : requiredInProduction("OAUTH_SIGNING_KEYS", "the token signing keys", signingKeys)),
     maxFailuresPerMinute: int("OAUTH_MAX_FAILURES_PER_MIN", 10, 1, 10_000)
   })
   const oauthDir = path.join(c.dataDir, "oauth")

@@ -6,6 +6,9 @@
  *   thumbprint; a given `kid` is kept); the first is private and signs,
  *   the rest are published for verification. Rotation = edit the variable and restart
  *   (`node src/cli/clients.ts rotate-key` prints the next value).
+ * - PostgreSQL with DATABASE_URL (store/keysTable.ts; origin `database`, or `generated` when this start
+ *   created the first key): one set of keys for every instance, followed like the registry (NOTIFY, else
+ *   a 500 ms poll), so a rotation made anywhere reaches every instance within a second.
  * - `$DATA_DIR/oauth/signing-keys.json` (signingKeysFile.ts; origin `file`, or `generated` when this start
  *   created it). `rotate()` adds a key that signs from then on and keeps the previous public keys published
  *   for 25 h (longer than the longest configurable token lifetime, 24 h, plus verifier caches), so tokens
@@ -14,9 +17,15 @@
  * - `layerTest` (origin `ephemeral`): in memory, for tests.
  */
 import { Clock, Context, Effect, Layer, Redacted } from "effect"
+import { AppConfig } from "../config/AppConfig.ts"
 import { ConfigInvalid } from "../config/ConfigInvalid.ts"
 import type { FileError } from "../platform/files.ts"
 import * as ReloadingFile from "../platform/ReloadingFile.ts"
+import type { StartupFailure } from "../startup.ts"
+import { OAuthDatabase } from "./store/Database.ts"
+import { ensureSigningKey, keysState } from "./store/keysTable.ts"
+import { makePgState } from "./store/pgState.ts"
+import type { SharedState, StorageError } from "./store/SharedState.ts"
 import { KeyRotationUnavailable } from "./errors.ts"
 import {
   buildState,
@@ -34,7 +43,7 @@ import {
 import { OAuthConfig, type PrivateOrPublicEcJwk } from "./OAuthConfig.ts"
 import { type Keys, loadKeys, SigningKeysFile, storeKeys } from "./signingKeysFile.ts"
 
-export type KeyOrigin = "configured" | "file" | "generated" | "ephemeral"
+export type KeyOrigin = "configured" | "file" | "database" | "generated" | "ephemeral"
 
 export interface KeyRotation {
   readonly kid: string
@@ -54,21 +63,28 @@ export interface SigningKeysShape {
   /** `{keys: [...]}` with every published public key (signing key first). */
   readonly jwks: () => Effect.Effect<Jwks>
   /** New signing key; previous public keys stay published. Not available for configured keys. */
-  readonly rotate: () => Effect.Effect<KeyRotation, KeyRotationUnavailable | FileError>
+  readonly rotate: () => Effect.Effect<KeyRotation, KeyRotationUnavailable | StorageError>
 }
 
 /** Retired keys stay published this long: > TOKEN_TTL_SECONDS max (24 h) + remote JWKS caches. */
 export const RETIRED_KEY_RETENTION_MS = 25 * 3600 * 1000
 
 export class SigningKeys extends Context.Service<SigningKeys, SigningKeysShape>()("app/oauth/SigningKeys") {
-  static readonly layer: Layer.Layer<SigningKeys, FileError | ConfigInvalid, OAuthConfig> = Layer.effect(
-    SigningKeys,
-    Effect.gen(function*() {
+  /** OAUTH_SIGNING_KEYS when set; else PostgreSQL with DATABASE_URL; else the file under DATA_DIR. */
+  static readonly layer: Layer.Layer<SigningKeys, StorageError | ConfigInvalid | StartupFailure, OAuthConfig | AppConfig> =
+    Layer.unwrap(Effect.gen(function*(): Effect.fn.Return<
+      Layer.Layer<SigningKeys, StorageError | ConfigInvalid | StartupFailure, AppConfig>,
+      never,
+      OAuthConfig | AppConfig
+    > {
       const config = yield* OAuthConfig
-      if (config.signingKeys !== undefined) return yield* configuredKeys(Redacted.value(config.signingKeys))
-      return yield* fileKeys(config.signingKeysFile, config.reloadIntervalMs)
-    })
-  )
+      const { databaseUrl } = yield* AppConfig
+      if (config.signingKeys !== undefined) {
+        return Layer.effect(SigningKeys, configuredKeys(Redacted.value(config.signingKeys)))
+      }
+      if (databaseUrl !== undefined) return databaseKeys
+      return Layer.effect(SigningKeys, fileKeys(config.signingKeysFile, config.reloadIntervalMs))
+    }))
 
   /** One fresh key in memory (rotation works in memory too); for tests. */
   static readonly layerTest: Layer.Layer<SigningKeys> = Layer.effect(
@@ -120,8 +136,8 @@ const rotateEntries = async (
   return { next, rotation: { kid: fresh.kid, publishedKids: next.map((e) => e.jwk.kid), removedKids: removed } }
 }
 
-/** File and memory keys alike: rotation is a read-modify-write of the entries. */
-const fromStore = (origin: KeyOrigin, store: ReloadingFile.ReloadingFile<Keys>): SigningKeysShape =>
+/** File, database and memory keys alike: rotation is a read-modify-write of the entries. */
+const fromStore = (origin: KeyOrigin, store: SharedState<Keys, StorageError>): SigningKeysShape =>
   makeShape(origin, Effect.map(store.get, (k) => k.state), () =>
     Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
@@ -155,6 +171,20 @@ const fileKeys = (file: string, reloadIntervalMs: number): Effect.Effect<Signing
     }
     return fromStore(opened.created ? "generated" : "file", opened)
   })
+
+const databaseKeys = Layer.effect(
+  SigningKeys,
+  Effect.gen(function*() {
+    const db = yield* OAuthDatabase
+    const created = yield* ensureSigningKey(db, newEntry)
+    const store = yield* makePgState(db, keysState(db, created))
+    if (created) {
+      const { state } = yield* store.get
+      yield* Effect.logInfo("oauth signing key generated").pipe(Effect.annotateLogs({ store: "postgresql", kid: state.signing.kid }))
+    }
+    return fromStore(created ? "generated" : "database", store)
+  })
+).pipe(Layer.provide(OAuthDatabase.layer))
 
 const configuredKeys = (keys: ReadonlyArray<PrivateOrPublicEcJwk>): Effect.Effect<SigningKeysShape, ConfigInvalid> =>
   Effect.tryPromise({

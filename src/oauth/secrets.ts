@@ -26,7 +26,8 @@ export const newClientId = (): string => {
   }
 }
 
-export type PepperOrigin = "configured" | "file" | "generated" | "memory"
+/** `database`: kept in PostgreSQL beside the registry (development, without OAUTH_SECRET_PEPPER). */
+export type PepperOrigin = "configured" | "file" | "database" | "generated" | "memory"
 
 /**
  * The pepper never leaves this closure: no field holds the key, so logging a `Pepper` shows nothing secret.

@@ -12,9 +12,12 @@ import { tempDataDir } from "../support/spawn.ts"
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..")
 const DATA_DIR = tempDataDir()
 
-/** npm as an operator's shell runs it, stdout a pipe; no `npm_*` variables of an outer `npm test`. */
+/**
+ * npm as an operator's shell runs it, stdout a pipe; no `npm_*` variables of an outer `npm test`, and
+ * no DATABASE_URL of CI: these clients live in this test's DATA_DIR, counted by no other test.
+ */
 const npm = (args: ReadonlyArray<string>) => {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^npm_/i.test(k)))
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^npm_/i.test(k) && k !== "DATABASE_URL"))
   const res = spawnSync("npm", args, { cwd: ROOT, env: { ...env, DATA_DIR }, encoding: "utf8", timeout: 30_000 })
   return { code: res.status, stdout: res.stdout, stderr: res.stderr }
 }

@@ -1,0 +1,62 @@
+/**
+ * The PostgreSQL schema of the OAuth state, as versioned migrations (Effect SQL's Migrator; applied at
+ * start-up by ./Database.ts). A migration, once released, is never edited: a change is a new one.
+ *
+ * Every change to the clients or the keys, by an instance, the CLI or a hand-written statement, bumps
+ * the table's row in `oauth_versions` and sends NOTIFY oauth_changes (payload: that name) on commit,
+ * which is how every instance learns of it (LISTEN, or polling the versions).
+ */
+import { Effect } from "effect"
+import * as Migrator from "effect/sql/Migrator"
+import { SqlClient } from "effect/sql/SqlClient"
+
+/** Statements run one by one (a prepared statement holds one command). */
+const statements = (list: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient
+    for (const statement of list) yield* sql.unsafe(statement)
+  })
+
+const oauth = statements([
+  `CREATE TABLE oauth_clients (
+    client_id text PRIMARY KEY,
+    name text NOT NULL,
+    scopes text[] NOT NULL,
+    secret_hash text NOT NULL,
+    status text NOT NULL CHECK (status IN ('active', 'revoked')),
+    created_at timestamptz NOT NULL,
+    rotated_at timestamptz
+  )`,
+  // The signing key is the one row without retired_at; only it keeps its private part.
+  `CREATE TABLE oauth_signing_keys (
+    kid text PRIMARY KEY,
+    public_jwk jsonb NOT NULL,
+    private_d text,
+    created_at timestamptz NOT NULL,
+    retired_at timestamptz,
+    CHECK ((retired_at IS NULL) = (private_d IS NOT NULL))
+  )`,
+  `CREATE UNIQUE INDEX oauth_signing_keys_one_signing ON oauth_signing_keys ((true)) WHERE retired_at IS NULL`,
+  // pepper_id: fingerprint of the pepper the hashes were made with; pepper: only when not configured (development).
+  `CREATE TABLE oauth_settings (name text PRIMARY KEY, value text NOT NULL)`,
+  `CREATE TABLE oauth_versions (name text PRIMARY KEY, version bigint NOT NULL)`,
+  `INSERT INTO oauth_versions (name, version) VALUES ('clients', 0), ('signing_keys', 0)`,
+  `CREATE FUNCTION oauth_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    UPDATE oauth_versions SET version = version + 1 WHERE name = TG_ARGV[0];
+    PERFORM pg_notify('oauth_changes', TG_ARGV[0]);
+    RETURN NULL;
+  END $$`,
+  `CREATE TRIGGER oauth_clients_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON oauth_clients
+    FOR EACH STATEMENT EXECUTE FUNCTION oauth_changed('clients')`,
+  `CREATE TRIGGER oauth_signing_keys_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON oauth_signing_keys
+    FOR EACH STATEMENT EXECUTE FUNCTION oauth_changed('signing_keys')`
+])
+
+export const loader = Migrator.fromRecord({ "1_oauth": oauth })
+
+/** The table recording applied migrations. */
+export const migrationsTable = "crypto_api_migrations"
+
+/** Applies what is pending; needs the caller to hold the migration lock (./Database.ts). */
+export const migrate = Migrator.make({})({ loader, table: migrationsTable })
