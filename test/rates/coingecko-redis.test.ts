@@ -127,6 +127,24 @@ describe.skipIf(!canSpawnRedis && sharedRedisUrl === undefined)("CoinGecko provi
       assert.strictEqual(emulator.stats().total, 6)
     }))
 
+  it.live("a caller's share is one share across instances", () =>
+    Effect.gen(function*() {
+      const env = healthyEnv(emulator.url, { COINGECKO_CALLS_PER_MIN: "30" }) // a share of 10 calls a minute
+      const keyPrefix = `test-${randomUUID()}:`
+      const first = yield* Layer.build(instance(env, keyPrefix))
+      yield* removeKeysOnExit(first, keyPrefix)
+      const caller = "ip:198.51.100.1"
+      for (const currency of ["usd", "eur", "gbp", "chf", "cad"]) {
+        yield* askVia(first, { symbols: ["BTC"], currency, days: 30, caller }) // latest prices and a series: 2 calls
+      }
+      const second = yield* Layer.build(instance(env, keyPrefix))
+      const error = yield* Effect.flip(askVia(second, { symbols: ["BTC"], currency: "jpy", days: 30, caller }))
+      assert.strictEqual(error._tag, "RatesUnavailableError")
+      assert.match(error._tag === "RatesUnavailableError" ? error.reason : "", /this caller's share/)
+      const other = yield* askVia(second, { symbols: ["BTC"], currency: "jpy", days: 30, caller: "ip:198.51.100.2" })
+      assert.deepStrictEqual(other.rates.map((r) => r.id), ["bitcoin"])
+    }))
+
   it.live("a Redis outage degrades to upstream calls, not errors", () =>
     Effect.gen(function*() {
       const refused = () => new Redis.RedisError({ cause: new Error("connection refused") })
