@@ -136,6 +136,26 @@ export const ProblemCatalogue = {
 
 export type ProblemCode = keyof typeof ProblemCatalogue
 export const problemCodes = Object.keys(ProblemCatalogue) as ReadonlyArray<ProblemCode>
+
+/**
+ * What a problem of each code says on the wire beyond the catalogue's defaults, for the examples of the
+ * OpenAPI document (src/http/documents.ts builds them, absolute `type` and `instance` included).
+ */
+export const ProblemExamples: { readonly [C in ProblemCode]?: { readonly detail?: string; readonly [member: string]: unknown } } = {
+  validation_failed: {
+    detail: "/cryptos/1: Expected a string matching the RegExp ^[A-Za-z0-9._-]+$",
+    errors: [
+      { pointer: "/cryptos/1", detail: "Expected a string matching the RegExp ^[A-Za-z0-9._-]+$" },
+      { pointer: "/days", detail: "Expected a value between 1 and 365" }
+    ]
+  },
+  no_valid_symbols: { detail: "None of the requested symbols is known: NOPECOIN.", unknown: ["NOPECOIN"] },
+  insufficient_scope: { detail: "This operation requires the scope rates:read.", scope: "rates:read" },
+  not_found: { detail: "No resource exists at /api/v2/exchange-rates." },
+  method_not_allowed: { detail: "DELETE is not supported on this path." },
+  rate_limited: { retryAfter: 42 },
+  service_unavailable: { retryAfter: 5 }
+}
 export const problemTypePath = (code: string) => `/problems/${code}`
 
 /** The fields every problem adds to RFC 9457: `detail` required, `code` fixed, `resolution`. */

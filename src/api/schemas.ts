@@ -15,7 +15,10 @@ export const HealthResponse = Schema.Struct({
     description: "Seconds since this instance started (fractional)"
   }),
   environment: Schema.String
-}).annotate({ identifier: "HealthResponse" })
+}).annotate({
+  identifier: "HealthResponse",
+  examples: [{ status: "healthy", timestamp: "2025-01-15T12:00:00.000Z", uptime: 3600.25, environment: "production" }]
+})
 export type HealthResponse = typeof HealthResponse.Type
 
 // ---- exchange rates ------------------------------------------------------------------------------
@@ -41,7 +44,7 @@ export const ExchangeRatesRequest = Schema.StructWithRest(
     )
   }),
   [Schema.Record(Schema.String, Schema.Unknown)]
-).annotate({ identifier: "ExchangeRatesRequest" })
+).annotate({ identifier: "ExchangeRatesRequest", examples: [{ cryptos: ["BTC", "ETH"], currency: "usd", days: 7 }] })
 export type ExchangeRatesRequest = typeof ExchangeRatesRequest.Type
 
 const NullableNumber = Schema.NullOr(Schema.Finite)
@@ -71,7 +74,35 @@ export const ExchangeRatesResponse = Schema.Struct({
   rates: Schema.Array(RateEntry),
   unknown: Schema.Array(Schema.String),
   attribution: Schema.String
-}).annotate({ identifier: "ExchangeRatesResponse" })
+}).annotate({
+  identifier: "ExchangeRatesResponse",
+  examples: [{
+    currency: "USD",
+    days: 7,
+    interval: "daily",
+    asOf: "2025-01-15T12:00:00.000Z",
+    source: "coingecko",
+    stale: false,
+    rates: [{
+      symbol: "BTC",
+      id: "bitcoin",
+      name: "Bitcoin",
+      price: 99850.12,
+      change: { "24h": 1.42, "7d": -2.3, "30d": 5.87 },
+      series: [
+        [1736380800000, 95043.11],
+        [1736467200000, 92552.49],
+        [1736553600000, 94701.46],
+        [1736640000000, 94566.59],
+        [1736726400000, 94488.44],
+        [1736812800000, 94516.53],
+        [1736899200000, 96534.05]
+      ]
+    }],
+    unknown: [],
+    attribution: "Data provided by CoinGecko"
+  }]
+})
 
 // ---- subscribe -----------------------------------------------------------------------------------
 
@@ -84,11 +115,12 @@ export const SubscribeRequest = Schema.Struct({
     description: "A deliverable address: no display name, no IP-literal domain, a TLD required"
   }),
   locale: Locale
-}).annotate({ identifier: "SubscribeRequest" })
+}).annotate({ identifier: "SubscribeRequest", examples: [{ email: "ada.lovelace@example.com", locale: "en" }] })
 export type SubscribeRequest = typeof SubscribeRequest.Type
 
 export const SuccessResponse = Schema.Struct({ success: Schema.Literal(true) }).annotate({
-  identifier: "SuccessResponse"
+  identifier: "SuccessResponse",
+  examples: [{ success: true }]
 })
 
 // ---- OAuth ---------------------------------------------------------------------------------------
@@ -97,14 +129,22 @@ export const SuccessResponse = Schema.Struct({ success: Schema.Literal(true) }).
 export const TokenRequest = Schema.Struct({
   grant_type: Schema.Literal("client_credentials"),
   scope: Schema.optionalKey(Schema.String.annotate({ description: "Space-delimited subset of the client's scopes" }))
-}).annotate({ identifier: "TokenRequest" })
+}).annotate({ identifier: "TokenRequest", examples: [{ grant_type: "client_credentials", scope: "rates:read" }] })
 
 export const TokenResponse = Schema.Struct({
   access_token: Schema.String,
   token_type: Schema.Literal("Bearer"),
   expires_in: Schema.Int,
   scope: Schema.String
-}).annotate({ identifier: "TokenResponse" })
+}).annotate({
+  identifier: "TokenResponse",
+  examples: [{
+    access_token: "eyJhbGciOiJFUzI1NiIsImtpZCI6IjdxZjNrIiwidHlwIjoiYXQrand0In0.eyJzdWIiOiJwYXJ0bmVyLWFuYWx5dGljcyJ9.c2lnbmF0dXJl",
+    token_type: "Bearer",
+    expires_in: 900,
+    scope: "rates:read"
+  }]
+})
 
 export const OAuthErrorCode = Schema.Literals([
   "invalid_request",
@@ -127,7 +167,20 @@ export const OAuthErrorBody = Schema.Struct({
   resolution: Schema.String,
   /** `urn:uuid:<X-Request-Id>`, as on every other problem (C7). */
   instance: Schema.optionalKey(Schema.String.annotate({ format: "uri-reference" }))
-}).annotate({ identifier: "OAuthError" })
+}).annotate({
+  identifier: "OAuthError",
+  examples: [{
+    error: "invalid_client",
+    error_description: "The client id and secret were not accepted.",
+    type: "https://api.example.com/problems/invalid_client",
+    title: "Client authentication failed",
+    status: 401,
+    detail: "The client id and secret were not accepted.",
+    code: "invalid_client",
+    resolution: "Check the credentials the operator issued (form-urlencode id and secret before base64), or ask for new ones.",
+    instance: "urn:uuid:3b241101-e2bb-4255-8caf-4136c566a962"
+  }]
+})
 
 export const AuthorizationServerMetadata = Schema.StructWithRest(
   Schema.Struct({
@@ -141,8 +194,33 @@ export const AuthorizationServerMetadata = Schema.StructWithRest(
     service_documentation: Schema.String
   }),
   [Schema.Record(Schema.String, Schema.Unknown)]
-).annotate({ identifier: "AuthorizationServerMetadata" })
+).annotate({
+  identifier: "AuthorizationServerMetadata",
+  examples: [{
+    issuer: "https://api.example.com",
+    token_endpoint: "https://api.example.com/oauth/token",
+    jwks_uri: "https://api.example.com/.well-known/jwks.json",
+    scopes_supported: ["health:read", "rates:read", "subscriptions:write"],
+    grant_types_supported: ["client_credentials"],
+    token_endpoint_auth_methods_supported: ["client_secret_basic"],
+    response_types_supported: [],
+    service_documentation: "https://api.example.com/docs"
+  }]
+})
 
 export const JsonWebKeySet = Schema.Struct({
   keys: Schema.Array(Schema.Record(Schema.String, Schema.Unknown))
-}).annotate({ identifier: "JsonWebKeySet" })
+}).annotate({
+  identifier: "JsonWebKeySet",
+  examples: [{
+    keys: [{
+      kty: "EC",
+      crv: "P-256",
+      x: "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
+      y: "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0",
+      kid: "7qf3k",
+      use: "sig",
+      alg: "ES256"
+    }]
+  }]
+})

@@ -1,20 +1,60 @@
 /**
- * Documents served beside the API: the OpenAPI document, the interactive reference (Scalar, bundled
- * inline so it works offline) and one human-readable page per problem type (`/problems/{code}`).
+ * Documents served beside the API: the OpenAPI document, the interactive reference (docsPage.ts),
+ * one page per problem type and their index (HTML, or JSON for `Accept: application/json`), `/` and
+ * `/docs/` redirects, the favicon, and the probes. Every document is encoded once (documentResponse.ts):
+ * compressed when accepted, strong ETag, cacheable; HTML pages carry a Content-Security-Policy (C9).
  */
-import { Effect, Layer, Scope } from "effect"
-import { HttpRouter, HttpServerResponse } from "effect/http"
-import { HttpApiScalar, OpenApi } from "effect/http-api"
+import { Effect, Layer } from "effect"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { OpenApi } from "effect/http-api"
 import { Api } from "../api/Api.ts"
-import { NotFound, ProblemCatalogue, problemCodes, type ProblemInfo } from "../api/problems.ts"
+import { NotFound, ProblemCatalogue, problemCodes, ProblemExamples, type ProblemInfo } from "../api/problems.ts"
 import { AppConfig } from "../config/AppConfig.ts"
+import { TokenErrorTitles } from "../oauth/TokenEndpoint.ts"
+import { docsContentSecurityPolicy, docsPage, docsStartScript, loadScalarScript } from "./docsPage.ts"
+import { type Document, makeDocument, respondWith } from "./documentResponse.ts"
 import { documentPaths } from "./documentRoutes.ts"
 import { ProbeRoutes } from "./probes.ts"
-import { TokenErrorTitles } from "../oauth/TokenEndpoint.ts"
 
-/** The generated document with problem `type` URIs made absolute for this deployment (C7). */
-export const openApiDocument = (publicBaseUrl: string) =>
-  JSON.parse(JSON.stringify(OpenApi.fromApi(Api)).replaceAll("\"/problems/", `"${publicBaseUrl}/problems/`))
+type Json = Record<string, any>
+
+/**
+ * The generated document as this deployment serves it: problem `type` URIs absolute (C7), problem
+ * schemas under their own names (the generator calls them `...Encoded`), each with an example, and
+ * integers without the generator's ±(2^53 - 1) bounds, which reference pages turned into examples.
+ */
+export const openApiDocument = (publicBaseUrl: string): Json => {
+  const source = JSON.stringify(OpenApi.fromApi(Api))
+    .replaceAll("\"/problems/", `"${publicBaseUrl}/problems/`)
+    .replace(/"(#\/components\/schemas\/\w+)Encoded"/g, "\"$1\"")
+    .replace(/,"(minimum|maximum)":-?9007199254740991/g, "")
+  const doc = JSON.parse(source)
+  const schemas: Json = {}
+  for (const [name, schema] of Object.entries<Json>(doc.components?.schemas ?? {})) {
+    const code: unknown = schema.properties?.code?.enum?.[0]
+    const problem = typeof code === "string" && code in ProblemCatalogue ? code as keyof typeof ProblemCatalogue : undefined
+    schemas[name.replace(/Encoded$/, "")] = problem === undefined ? schema : { ...schema, examples: [problemExample(problem, publicBaseUrl)] }
+  }
+  // The generic shape of every problem: shown with the commonest one.
+  if (schemas.ProblemDetails !== undefined) {
+    schemas.ProblemDetails = { ...schemas.ProblemDetails, examples: [problemExample("not_found", publicBaseUrl)] }
+  }
+  return { ...doc, components: { ...doc.components, schemas } }
+}
+
+const problemExample = (code: keyof typeof ProblemCatalogue, baseUrl: string) => {
+  const p = ProblemCatalogue[code]
+  return {
+    type: `${baseUrl}/problems/${code}`,
+    title: p.title,
+    status: p.status,
+    detail: p.detail,
+    instance: "urn:uuid:3b241101-e2bb-4255-8caf-4136c566a962",
+    code,
+    resolution: p.resolution,
+    ...ProblemExamples[code]
+  }
+}
 
 const escapeHtml = (s: string) =>
   s.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;").replaceAll("\"", "&quot;")
@@ -51,53 +91,118 @@ const oauthProblems: ReadonlyArray<ProblemInfo> = [
   }
 ]
 
-const problemPage = (p: ProblemInfo, baseUrl: string) => {
-  const code = p.code
-  return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(p.title)} (${p.status})</title>
-<meta name="viewport" content="width=device-width, initial-scale=1"></head>
-<body style="font-family: system-ui, sans-serif; max-width: 40rem; margin: 2rem auto; line-height: 1.5">
-<h1>${escapeHtml(p.title)}</h1>
+const pageStyle = "body{font-family:system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem;line-height:1.5}"
+
+const htmlPage = (title: string, body: string) => `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"><style>${pageStyle}</style></head>
+<body>
+${body}
+</body></html>
+`
+
+const problemPage = (p: ProblemInfo, baseUrl: string) =>
+  htmlPage(
+    `${p.title} (${p.status})`,
+    `<h1>${escapeHtml(p.title)}</h1>
 <dl>
-<dt>Type</dt><dd><code>${escapeHtml(`${baseUrl}/problems/${code}`)}</code></dd>
-<dt>Code</dt><dd><code>${code}</code></dd>
+<dt>Type</dt><dd><code>${escapeHtml(`${baseUrl}/problems/${p.code}`)}</code></dd>
+<dt>Code</dt><dd><code>${escapeHtml(p.code)}</code></dd>
 <dt>HTTP status</dt><dd>${p.status}</dd>
 <dt>What happened</dt><dd>${escapeHtml(p.detail)}</dd>
 <dt>What to do</dt><dd>${escapeHtml(p.resolution)}</dd>
 </dl>
-<p>Problem bodies are <code>application/problem+json</code> (RFC 9457). See the <a href="/docs">API reference</a>.</p>
-</body></html>`
+<p>Problem bodies are <code>application/problem+json</code> (RFC 9457). See <a href="/problems">every problem type</a> and the <a href="/docs">API reference</a>.</p>`
+  )
+
+const problemIndex = (problems: ReadonlyArray<ProblemInfo>) =>
+  htmlPage(
+    "Problem types",
+    `<h1>Problem types</h1>
+<p>Every error body of the API is a problem (RFC 9457) whose <code>type</code> is one of these pages.</p>
+<ul>
+${problems.map((p) => `<li><a href="/problems/${escapeHtml(p.code)}"><code>${escapeHtml(p.code)}</code></a> (${p.status}): ${escapeHtml(p.title)}</li>`).join("\n")}
+</ul>
+<p>See the <a href="/docs">API reference</a>.</p>`
+  )
+
+const catalogueEntry = (p: ProblemInfo, baseUrl: string) => ({
+  type: `${baseUrl}/problems/${p.code}`,
+  code: p.code,
+  status: p.status,
+  title: p.title,
+  detail: p.detail,
+  resolution: p.resolution
+})
+
+/** Problem pages: no script at all; their one style sheet inline. */
+const pageContentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+
+const html = "text/html; charset=utf-8"
+const json = "application/json"
+const documentCache = "public, max-age=300"
+
+/** JSON when the client ranks it above HTML (Accept, RFC 9110 §12.5.1); HTML for browsers and by default. */
+export const prefersJson = (accept: string | undefined) => {
+  if (accept === undefined) return false
+  let jsonQ = 0
+  let htmlQ = 0
+  for (const part of accept.split(",")) {
+    const [range, ...params] = part.trim().toLowerCase().split(";")
+    const q = params.map((p) => p.trim()).find((p) => p.startsWith("q="))
+    const weight = q === undefined ? 1 : Number(q.slice(2)) || 0
+    if (range === "application/json" || range === "application/problem+json") jsonQ = Math.max(jsonQ, weight)
+    if (range === "text/html") htmlQ = Math.max(htmlQ, weight)
+  }
+  return jsonQ > htmlQ
 }
 
-const cacheable = { "cache-control": "public, max-age=300" }
-
-/**
- * The interactive reference, built on its first request (about 0.3 s, once): HttpApiScalar loads its
- * bundled script (3.2 MB of source) when its Layer is built and the page inlines it, some 15-20 MB of
- * resident memory that an instance which never serves /docs should not carry.
- */
-const ScalarDocs = HttpRouter.use((router) =>
-  Effect.gen(function*() {
-    // The routes' scope: the page lives as long as the server.
-    const scope = yield* Effect.scope
-    const page = yield* Effect.cached(
-      HttpRouter.toHttpEffect(
-        // Fonts off: the page must work offline, from the bundled script alone.
-        HttpApiScalar.layer(Api, { path: documentPaths.docs, scalar: { defaultOpenAllTags: true, withDefaultFonts: false, showOperationId: true } })
-      ).pipe(Scope.provide(scope))
-    )
-    yield* router.add("GET", documentPaths.docs, Effect.flatten(page))
+/** The HTML page and its JSON twin, chosen by Accept. */
+const negotiated = (page: string, entry: unknown) =>
+  Effect.all({
+    html: makeDocument(page, {
+      contentType: html,
+      cacheControl: documentCache,
+      headers: { "content-security-policy": pageContentSecurityPolicy, vary: "Accept, Accept-Encoding" }
+    }),
+    json: makeDocument(JSON.stringify(entry), { contentType: json, cacheControl: documentCache, headers: { vary: "Accept, Accept-Encoding" } })
   })
-)
+
+const respondNegotiated = (pair: { readonly html: Document; readonly json: Document }) =>
+  Effect.map(
+    Effect.service(HttpServerRequest.HttpServerRequest),
+    (request) => (prefersJson(request.headers.accept) ? pair.json : pair.html).respond(request)
+  )
 
 export const DocumentRoutes = Layer.unwrap(Effect.gen(function*() {
   const config = yield* AppConfig
-  const openapi = HttpServerResponse.jsonUnsafe(openApiDocument(config.publicBaseUrl), { headers: cacheable })
-  const pages = new Map<string, string>(
-    [...problemCodes.map((code) => ProblemCatalogue[code]), ...oauthProblems].map((p) => [p.code, problemPage(p, config.publicBaseUrl)])
-  )
+  const baseUrl = config.publicBaseUrl
+  const spec = openApiDocument(baseUrl)
+  const openapi = yield* makeDocument(JSON.stringify(spec), { contentType: json, cacheControl: documentCache })
+  const docs = yield* makeDocument(docsPage({ script: documentPaths.docsScript, start: documentPaths.docsStart }, spec.info?.description ?? ""), {
+    contentType: html,
+    cacheControl: documentCache,
+    headers: { "content-security-policy": docsContentSecurityPolicy }
+  })
+  const start = yield* makeDocument(docsStartScript, { contentType: "text/javascript; charset=utf-8", cacheControl: documentCache })
+  // Encoded on its first request, once (about a second of zlib work off the event loop).
+  const script = yield* Effect.cached(Effect.flatMap(loadScalarScript, (source) =>
+    makeDocument(source, { contentType: "text/javascript; charset=utf-8", cacheControl: "public, max-age=86400" })))
+  const problems = [...problemCodes.map((code): ProblemInfo => ProblemCatalogue[code]), ...oauthProblems]
+  const pages = new Map<string, { readonly html: Document; readonly json: Document }>()
+  for (const p of problems) pages.set(p.code, yield* negotiated(problemPage(p, baseUrl), catalogueEntry(p, baseUrl)))
+  const index = yield* negotiated(problemIndex(problems), { problems: problems.map((p) => catalogueEntry(p, baseUrl)) })
+
   return Layer.mergeAll(
-    HttpRouter.add("GET", documentPaths.openapi, openapi),
+    HttpRouter.add("GET", documentPaths.openapi, respondWith(openapi)),
+    HttpRouter.add("GET", documentPaths.docs, respondWith(docs)),
+    HttpRouter.add("GET", documentPaths.docsSlash, HttpServerResponse.redirect(documentPaths.docs, { status: 308 })),
+    HttpRouter.add("GET", documentPaths.root, HttpServerResponse.redirect(documentPaths.docs, { status: 302 })),
+    HttpRouter.add("GET", documentPaths.docsStart, respondWith(start)),
+    HttpRouter.add("GET", documentPaths.docsScript, Effect.flatMap(script, respondWith)),
+    // Browsers ask for it on every page: nothing to show, and no 404 in their console.
+    HttpRouter.add("GET", documentPaths.favicon, HttpServerResponse.empty({ status: 204, headers: { "cache-control": "public, max-age=86400" } })),
+    HttpRouter.add("GET", documentPaths.problems, respondNegotiated(index)),
     HttpRouter.add(
       "GET",
       documentPaths.problem,
@@ -106,10 +211,9 @@ export const DocumentRoutes = Layer.unwrap(Effect.gen(function*() {
         // NotFound renders itself as a problem; the edge completes it like any other.
         return page === undefined
           ? Effect.fail(new NotFound({ detail: "There is no problem type with this code." }))
-          : Effect.succeed(HttpServerResponse.html(page).pipe(HttpServerResponse.setHeaders(cacheable)))
+          : respondNegotiated(page)
       })
     ),
-    ScalarDocs,
     ProbeRoutes
   )
 }))

@@ -7,6 +7,7 @@
 import { Context, Duration, Effect, Layer, type Scope } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { AppConfig } from "../config/AppConfig.ts"
+import { documentPaths } from "./documentRoutes.ts"
 import { problemResponse } from "./problemResponse.ts"
 import { CurrentRequestId } from "./requestId.ts"
 
@@ -56,8 +57,6 @@ export class Readiness extends Context.Service<Readiness, {
   })
 }
 
-export const probePaths = { livez: "/livez", readyz: "/readyz" } as const
-
 const json = (body: unknown) => HttpServerResponse.jsonUnsafe(body, { headers: { "cache-control": "no-store" } })
 
 export const ProbeRoutes = Layer.unwrap(Effect.gen(function*() {
@@ -73,7 +72,7 @@ export const ProbeRoutes = Layer.unwrap(Effect.gen(function*() {
     })
   })
   return Layer.mergeAll(
-    HttpRouter.add("GET", probePaths.livez, json({ status: "alive" })),
-    HttpRouter.add("GET", probePaths.readyz, readyz)
+    HttpRouter.add("GET", documentPaths.livez, json({ status: "alive" })),
+    HttpRouter.add("GET", documentPaths.readyz, readyz)
   )
 }))

@@ -53,15 +53,28 @@ const knownPaths = (): Array<{ path: string; methods: ReadonlyArray<string> }> =
     ...fromDocument,
     { path: "/openapi.json", methods: ["GET", "HEAD"] },
     { path: "/docs", methods: ["GET", "HEAD"] },
-    { path: "/problems/not_found", methods: ["GET", "HEAD"] }
+    { path: "/problems/not_found", methods: ["GET", "HEAD"] },
+    { path: "/problems", methods: ["GET", "HEAD"] },
+    { path: "/livez", methods: ["GET", "HEAD"] },
+    { path: "/readyz", methods: ["GET", "HEAD"] }
   ]
 }
+
+/** What a supported method gets: 200, or the page's own status (the favicon, the redirects to /docs). */
+const successOf = (path: string, method: string) => resolveTarget(target.model, method, path).pageStatus ?? 200
 
 const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "PROPFIND", "LINK", "PURGE", "QUERY", "SEARCH", "LOCK"]
 
 describe("every method on every path", () => {
   it("supported methods answer 2xx; every other method is 405 with the exact Allow; unknown paths 404", async () => {
-    const paths = [...knownPaths(), { path: "/nope", methods: [] }, { path: "/api", methods: [] }, { path: "/", methods: [] }]
+    const paths = [
+      ...knownPaths(),
+      { path: "/", methods: ["GET", "HEAD"] },
+      { path: "/docs/", methods: ["GET", "HEAD"] },
+      { path: "/favicon.ico", methods: ["GET", "HEAD"] },
+      { path: "/nope", methods: [] },
+      { path: "/api", methods: [] }
+    ]
     for (const { path, methods } of paths) {
       for (const method of METHODS) {
         const happy = happyRequest(path, method)
@@ -70,7 +83,7 @@ describe("every method on every path", () => {
         expectNoViolations(checked, context)
         const status = checked.response.status
         if (methods.length === 0) expect([404, 400], context).toContain(status)
-        else if (methods.includes(method)) expect(status, context).toBe(200)
+        else if (methods.includes(method)) expect(status, context).toBe(successOf(path, method))
         else if (checked.response.body.length > 0 || method === "HEAD") expect(status, context).toBe(405)
         else expect(status, `${context}: only Node's parser may refuse`).toBe(400)
       }
@@ -169,10 +182,14 @@ describe("path variants", () => {
           const context = `${method} ${variant.target} (${variant.kind} of ${known.path})`
           expectNoViolations(checked, context)
           const status = checked.response.status
+          const resolved = resolveTarget(target.model, method, variant.target)
           if (variant.equivalent) expect(status, context).toBe(known.methods.includes(method) ? 200 : 405)
-          else if (resolveTarget(target.model, method, variant.target).allowed !== undefined && !known.methods.includes(method)) {
+          else if (resolved.allowed !== undefined && !resolved.allowed.includes(method)) {
             // Still inside a template (/problems/{code} takes any code): the method decides first.
             expect(status, context).toBe(405)
+          } else if (resolved.pageStatus !== undefined) {
+            // Another page's own path (/docs/ redirects to /docs); another spelling of a problem code is no code.
+            expect(status, context).toBe(resolved.template?.startsWith("/problems/") === true ? 404 : resolved.pageStatus)
           } else {
             expect(status, context).toBe(404)
             if (method !== "HEAD") expect(jsonOf(checked.response)?.code, context).toBe("not_found")

@@ -73,7 +73,7 @@ describe("GET /openapi.json", () => {
     const s = doc.components.schemas
     expect(s.ProblemDetails.required).toEqual(["type", "title", "status", "detail", "code", "resolution"])
     expect(s.ProblemDetails.properties.code.pattern).toBe("^[a-z0-9_]+$")
-    expect(s.UpstreamErrorEncoded.required).toEqual(expect.arrayContaining(["code", "resolution", "status", "title", "detail"]))
-    expect(s.UpstreamErrorEncoded.properties.type.enum).toEqual([`${BASE}/problems/upstream_error`])
+    expect(s.UpstreamError.required).toEqual(expect.arrayContaining(["code", "resolution", "status", "title", "detail"]))
+    expect(s.UpstreamError.properties.type.enum).toEqual([`${BASE}/problems/upstream_error`])
   })
 })

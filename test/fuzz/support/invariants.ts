@@ -11,11 +11,19 @@ import type { OpenApiModel, OperationModel } from "./openapi.ts"
 /** Statuses any request may meet whatever the operation declares (C7 table, Node's 431). */
 export const CROSS_CUTTING_STATUSES: ReadonlySet<number> = new Set([400, 401, 403, 404, 405, 413, 415, 429, 431])
 
-/** Pages served beside the API (not operations of the document), with their methods. */
-const EXTRA_ROUTES: ReadonlyArray<readonly [RegExp, ReadonlyArray<string>]> = [
-  [/^\/openapi\.json$/, ["GET", "HEAD"]],
-  [/^\/docs$/, ["GET", "HEAD"]],
-  [/^\/problems\/[^/]+$/, ["GET", "HEAD"]]
+/**
+ * Pages served beside the API (not operations of the document, src/http/documentRoutes.ts), with their
+ * methods and the status of a successful GET: documents 200, the favicon 204, the redirects to /docs.
+ */
+export const EXTRA_ROUTES: ReadonlyArray<readonly [RegExp, ReadonlyArray<string>, number]> = [
+  [/^\/openapi\.json$/, ["GET", "HEAD"], 200],
+  [/^\/docs$/, ["GET", "HEAD"], 200],
+  [/^\/docs\/(scalar|start)\.js$/, ["GET", "HEAD"], 200],
+  [/^\/problems(\/[^/]+)?$/, ["GET", "HEAD"], 200],
+  [/^\/(livez|readyz)$/, ["GET", "HEAD"], 200],
+  [/^\/favicon\.ico$/, ["GET", "HEAD"], 204],
+  [/^\/$/, ["GET", "HEAD"], 302],
+  [/^\/docs\/$/, ["GET", "HEAD"], 308]
 ]
 
 /** Problem codes of the token endpoint's refusals that RFC 6749 has no `error` for (`invalid_request`). */
@@ -53,6 +61,8 @@ export interface Target {
   /** Methods the path accepts (from the document or the extra pages); undefined for an unknown path. */
   readonly allowed: ReadonlyArray<string> | undefined
   readonly template: string | undefined
+  /** The status of a successful request to a page beside the API (EXTRA_ROUTES). */
+  readonly pageStatus?: number
 }
 
 const safeDecode = (path: string) => {
@@ -80,8 +90,8 @@ export const resolveTarget = (model: OpenApiModel, method: string, target: strin
     const effective = method.toUpperCase() === "HEAD" ? "GET" : method
     return { operation: model.find(effective, path), allowed, template: path }
   }
-  for (const [pattern, methods] of EXTRA_ROUTES) {
-    if (pattern.test(path)) return { operation: undefined, allowed: methods, template: path }
+  for (const [pattern, methods, pageStatus] of EXTRA_ROUTES) {
+    if (pattern.test(path)) return { operation: undefined, allowed: methods, template: path, pageStatus }
   }
   return { operation: undefined, allowed: undefined, template: undefined }
 }
@@ -115,7 +125,7 @@ export const violationsOf = (model: OpenApiModel, publicBaseUrl: string, exchang
 
   const declared = op?.statuses ?? new Set<number>()
   const preflight = method.toUpperCase() === "OPTIONS" && status === 204
-  const extraPageOk = op === undefined && target.allowed !== undefined && status === 200
+  const extraPageOk = op === undefined && target.allowed !== undefined && status === target.pageStatus
   if (!declared.has(status) && !CROSS_CUTTING_STATUSES.has(status) && !preflight && !extraPageOk && status !== 500) {
     v.push(`status ${status} is neither declared for ${op?.operationId ?? target.template ?? "this path"} nor cross-cutting`)
   }
