@@ -37,6 +37,8 @@ export const redisCommand = async (port: number, ...args: ReadonlyArray<string>)
     const socket = connect(port, "127.0.0.1")
     let reply = ""
     socket.once("error", reject)
+    // SHUTDOWN answers by closing the connection.
+    socket.once("close", () => resolve(reply))
     socket.on("data", (c) => {
       reply += c
       if (reply.endsWith("\r\n")) {
