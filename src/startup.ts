@@ -29,25 +29,37 @@ export const listenFailure = (error: { readonly cause?: unknown }, port: number,
   return new StartupFailure({ problem })
 }
 
+const dataDirAdvice = "make DATA_DIR a directory this process can write, or point it at one"
+
+/** A failure to use DATA_DIR, whichever file met it first (keys, pepper, the subscriber list). */
+const dataDirLine = (error: unknown): string | undefined =>
+  error instanceof FileError
+    ? `Cannot start: DATA_DIR: ${error.path}: ${error.reason}; ${dataDirAdvice}`
+    : error instanceof ConfigInvalid && error.problems.length > 0 && error.problems.every((p) => p.startsWith("DATA_DIR:"))
+    ? `Cannot start: ${error.problems[0]}; ${dataDirAdvice}`
+    : undefined
+
 const lineOf = (error: unknown): string | undefined =>
   error instanceof ConfigInvalid
     ? error.message
     : error instanceof StartupFailure
     ? `Cannot start: ${error.problem}`
-    : error instanceof FileError
-    ? `Cannot start: DATA_DIR: ${error.path}: ${error.reason}; make DATA_DIR a directory this process can write, or point it at one`
     : undefined
 
 /** What to print for a failed start: one line per known failure (deduplicated), else the pretty cause. */
 export const startupFailureMessage = (cause: Cause.Cause<unknown>): string => {
   const lines = new Set<string>()
-  let fileFailed = false
+  let dataDirReported = false
   for (const reason of cause.reasons) {
     if (Cause.isInterruptReason(reason)) continue
     const error = Cause.isFailReason(reason) ? reason.error : Cause.isDieReason(reason) ? reason.defect : undefined
-    // Files under DATA_DIR fail together (keys, pepper, lists): the first says what to fix.
-    if (error instanceof FileError && fileFailed) continue
-    fileFailed ||= error instanceof FileError
+    // Files under DATA_DIR fail together, in parallel: the first says what to fix.
+    const dataDir = dataDirLine(error)
+    if (dataDir !== undefined) {
+      if (!dataDirReported) lines.add(dataDir)
+      dataDirReported = true
+      continue
+    }
     const line = lineOf(error)
     if (line === undefined) return Cause.pretty(cause)
     lines.add(line)
