@@ -53,24 +53,6 @@ const isEncodedBody = (req: IncomingMessage) => {
   return coding !== undefined && hasBody(req) && !/^\s*(identity\s*)?$/i.test(coding)
 }
 
-/** Writes a response made here (problems, preflights, ready answers); the edge's headers are already set. */
-const send = (res: ServerResponse, response: HttpServerResponse.HttpServerResponse) => {
-  const body = response.body._tag === "Uint8Array" ? response.body.body : undefined
-  const headers: Record<string, string | number> = { ...response.headers }
-  if (body !== undefined) {
-    headers["content-type"] = response.body._tag === "Uint8Array" ? response.body.contentType : "application/json"
-    headers["content-length"] = body.byteLength
-  }
-  res.writeHead(response.status, headers)
-  res.end(body)
-}
-
-const sendJson = (res: ServerResponse, body: string | Uint8Array) => {
-  const bytes = typeof body === "string" ? Buffer.from(body) : body
-  res.writeHead(200, { "content-type": "application/json", "content-length": bytes.byteLength })
-  res.end(bytes)
-}
-
 /**
  * A chunked body the HttpApi leaves unread (a HEAD's, or one refused before or while it is read) is
  * drained only to 256 KiB by the platform (NodeHttpServer's teardownBody), which then closes the
@@ -109,9 +91,9 @@ const makeEdge = Effect.gen(function*() {
     origin === undefined ? undefined : corsAll ? "*" : corsSet.has(origin) ? origin : undefined
 
   /** Defects never reach the wire (C7): logged with the request id, answered 500. */
-  const defect = (res: ServerResponse, exchange: Exchange, cause: unknown) => {
+  const defect = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, cause: unknown) => {
     run(Effect.logError("unhandled error", cause).pipe(Effect.annotateLogs({ requestId: exchange.requestId })))
-    if (!res.headersSent) send(res, problemResponse("internal_error", problemContext(exchange)))
+    if (!res.headersSent) send(req, res, exchange, problemResponse("internal_error", problemContext(exchange)))
     else res.destroy()
   }
   const problemContext = (exchange: Exchange): ProblemContext => ({ baseUrl: config.publicBaseUrl, requestId: exchange.requestId })
@@ -121,96 +103,138 @@ const makeEdge = Effect.gen(function*() {
       ? asHttpResponse(refusalResponse({ publicBaseUrl: config.publicBaseUrl, requestId: exchange.requestId }, code, detail))
       : problemResponse(code, problemContext(exchange), detail === undefined ? undefined : { detail })
 
-  /** Headers every response carries (C7, C9), set before anyone writes the response. */
-  const setEdgeHeaders = (req: IncomingMessage, res: ServerResponse, exchange: Exchange) => {
-    res.setHeader("x-request-id", exchange.requestId)
-    res.setHeader("x-content-type-options", "nosniff")
-    // A response that says otherwise (documents) overrides it.
-    res.setHeader("cache-control", "no-store")
+  /**
+   * Headers every response carries (C7, C9), as a flat list: written in the one `writeHead` of a
+   * response made here, or set on the response before the HttpApi writes its own (which may override
+   * `cache-control`, as the documents do). Later steps add theirs (RateLimit fields, Allow).
+   */
+  const edgeHeaders = (req: IncomingMessage, exchange: Exchange): Array<string> => {
+    const headers = ["x-request-id", exchange.requestId, "x-content-type-options", "nosniff", "cache-control", "no-store"]
     const allowOrigin = exchange.route?.public === true ? corsOrigin(req.headers.origin) : undefined
     if (allowOrigin !== undefined) {
-      res.setHeader("access-control-allow-origin", allowOrigin)
-      res.setHeader("access-control-expose-headers", exposedHeaders)
-      if (!corsAll) res.setHeader("vary", "Origin")
+      headers.push("access-control-allow-origin", allowOrigin, "access-control-expose-headers", exposedHeaders)
+      if (!corsAll) headers.push("vary", "Origin")
     }
+    return headers
   }
 
-  /** The access-log line and metrics of every response, once Node is done with it (499: the client left). */
-  const observe = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, path: string, started: number) =>
-    res.once("close", () => {
-      const status = res.writableFinished ? res.statusCode : 499
-      const elapsedMs = performance.now() - started
-      recordRequest(exchange.route?.pattern ?? "unmatched", req.method!, status, elapsedMs / 1000)
-      accessLog.write({
-        method: req.method!,
-        path,
-        status,
-        durationMs: Math.round(elapsedMs * 1000) / 1000,
-        requestId: exchange.requestId,
-        clientIp: exchange.clientIp
-      })
+  /** The access-log line and metrics of every response (499: the client left before it was sent). */
+  const observe = (req: IncomingMessage, exchange: Exchange, status: number) => {
+    const elapsedMs = performance.now() - exchange.started
+    recordRequest(exchange.route?.pattern ?? "unmatched", req.method!, status, elapsedMs / 1000)
+    accessLog.write({
+      method: req.method!,
+      path: exchange.path,
+      status,
+      durationMs: Math.round(elapsedMs * 1000) / 1000,
+      requestId: exchange.requestId,
+      clientIp: exchange.clientIp
     })
+  }
+
+  /** Writes a response made here, with the edge's headers in the same `writeHead`, and observes it. */
+  const write = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, status: number, own: Array<string | number>, body?: string | Uint8Array) => {
+    // The response's own value of a header wins over the edge's (as writeHead over setHeader would).
+    const edge = exchange.headers
+    let headers: Array<string | number> = edge
+    for (let i = 0; i < own.length; i += 2) {
+      if (edge.indexOf(own[i] as string) % 2 === 0) {
+        const names = new Set<string | number>(own.filter((_, j) => j % 2 === 0))
+        headers = edge.filter((_, j) => !names.has(edge[j - (j % 2)]!))
+        break
+      }
+    }
+    res.writeHead(status, headers.concat(own) as Array<string>)
+    res.end(body)
+    observe(req, exchange, status)
+  }
+
+  /** A problem (or any Effect response with a byte body) made here. */
+  const send = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, response: HttpServerResponse.HttpServerResponse) => {
+    const own: Array<string | number> = []
+    // Length and type come from the body below.
+    for (const name in response.headers) {
+      if (name !== "content-length" && name !== "content-type") own.push(name, response.headers[name]!)
+    }
+    if (response.body._tag !== "Uint8Array") return write(req, res, exchange, response.status, own)
+    own.push("content-type", response.body.contentType, "content-length", response.body.body.byteLength)
+    write(req, res, exchange, response.status, own, response.body.body)
+  }
+
+  const sendJson = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, body: string | Uint8Array) => {
+    const bytes = typeof body === "string" ? Buffer.from(body) : body
+    write(req, res, exchange, 200, ["content-type", "application/json", "content-length", bytes.byteLength], bytes)
+  }
+
+  /** Hands the request to the HttpApi with the edge's headers set on the response; observed when Node is done. */
+  const toApp = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, app: AppHandler) => {
+    const headers = exchange.headers
+    for (let i = 0; i < headers.length; i += 2) res.setHeader(headers[i]!, headers[i + 1]!)
+    res.once("close", () => observe(req, exchange, res.writableFinished ? res.statusCode : 499))
+    app(req, res)
+  }
 
   /** CORS preflight (Fetch standard): 204 for an allowed origin on a public operation, else 405. */
   const preflight = (req: IncomingMessage, res: ServerResponse, route: RouteMatch, exchange: Exchange) => {
     const requested = req.headers["access-control-request-method"]
     if (route.public && corsOrigin(req.headers.origin) !== undefined && requested !== undefined && route.methods.includes(requested)) {
-      res.writeHead(204, {
-        "access-control-allow-methods": route.methods.join(", "),
-        "access-control-allow-headers": allowedRequestHeaders,
-        "access-control-max-age": "600",
-        "vary": "Origin, Access-Control-Request-Method, Access-Control-Request-Headers"
-      })
-      return void res.end()
+      return write(req, res, exchange, 204, [
+        "access-control-allow-methods", route.methods.join(", "),
+        "access-control-allow-headers", allowedRequestHeaders,
+        "access-control-max-age", "600",
+        "vary", "Origin, Access-Control-Request-Method, Access-Control-Request-Headers"
+      ])
     }
     refuseMethod(req, res, route, exchange)
   }
 
   const refuseMethod = (req: IncomingMessage, res: ServerResponse, route: RouteMatch, exchange: Exchange) => {
-    res.setHeader("allow", route.methods.join(", "))
-    send(res, refusal(exchange, "method_not_allowed", `${req.method} is not supported on this path.`))
+    exchange.headers.push("allow", route.methods.join(", "))
+    send(req, res, exchange, refusal(exchange, "method_not_allowed", `${req.method} is not supported on this path.`))
   }
 
   /** Step 3: a ready answer when there is one for this request, else the HttpApi. */
   const answer = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, operation: RouteOperation, app: AppHandler) => {
     const readyAnswer = exchange.bearer === undefined ? ready.get(operation.operationId) : undefined
-    if (readyAnswer === undefined) return app(req, res)
+    if (readyAnswer === undefined) return toApp(req, res, exchange, app)
     const attempt = (body: unknown) => {
       try {
         const found = readyAnswer.answer(body)
         if (found === undefined) return false
-        sendJson(res, found)
+        sendJson(req, res, exchange, found)
       } catch (error) {
-        defect(res, exchange, error)
+        defect(req, res, exchange, error)
       }
       return true
     }
     if (req.method !== "POST") {
       if (!hasBody(req) && attempt(undefined)) return
-      return app(req, res)
+      return toApp(req, res, exchange, app)
     }
     const length = Number(req.headers["content-length"])
     if (!(Number.isInteger(length) && length > 0 && length <= maxReadyBody) || req.headers["transfer-encoding"] !== undefined) {
-      return app(req, res)
+      return toApp(req, res, exchange, app)
     }
-    if (!jsonContentType.test(req.headers["content-type"] ?? "")) return app(req, res)
+    if (!jsonContentType.test(req.headers["content-type"] ?? "")) return toApp(req, res, exchange, app)
     // The body is put back when no ready answer fits: the HttpApi reads it as if nobody had.
-    readSmallJsonBody(req, length, attempt, () => app(req, res))
+    readSmallJsonBody(req, length, attempt, () => toApp(req, res, exchange, app))
   }
 
   /** Counts one request against `key`: on success sets the RateLimit fields and goes on, else answers 429. */
-  const count = (res: ServerResponse, exchange: Exchange, policy: RateLimitPolicyName, key: string, limit: number, then: () => void) => {
+  const count = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, policy: RateLimitPolicyName, key: string, limit: number, then: () => void) => {
     const decide = (counted: Exit.Exit<Decision, RateLimited>) => {
       if (Exit.isSuccess(counted)) {
         const headers = rateLimitHeaders(counted.value)
-        res.setHeader("ratelimit-policy", headers["ratelimit-policy"])
-        res.setHeader("ratelimit", headers.ratelimit)
+        // A second count (a token's tier after the address's) replaces the first one's fields.
+        const at = exchange.headers.indexOf("ratelimit-policy")
+        if (at === -1) exchange.headers.push("ratelimit-policy", headers["ratelimit-policy"], "ratelimit", headers.ratelimit)
+        else exchange.headers.splice(at, 4, "ratelimit-policy", headers["ratelimit-policy"], "ratelimit", headers.ratelimit)
         return then()
       }
       const limited = Exit.findErrorOption(counted)
-      if (limited._tag === "None" || !(limited.value instanceof RateLimited)) return defect(res, exchange, counted.cause)
+      if (limited._tag === "None" || !(limited.value instanceof RateLimited)) return defect(req, res, exchange, counted.cause)
       recordRateLimited(policy)
-      send(res, rateLimitedResponse(policy, limit, limited.value, problemContext(exchange)))
+      send(req, res, exchange, rateLimitedResponse(policy, limit, limited.value, problemContext(exchange)))
     }
     const counted = counter.consume(key, limit)
     if (Exit.isExit(counted)) return decide(counted as Exit.Exit<Decision, RateLimited>)
@@ -222,11 +246,11 @@ const makeEdge = Effect.gen(function*() {
     const policy = operation.policy
     if (policy === undefined) return answer(req, res, exchange, operation, app)
     const [key, limit] = limitKey(policy, config.rateLimits[policy], undefined, exchange.clientIp)
-    count(res, exchange, policy, key, limit, () => answer(req, res, exchange, operation, app))
+    count(req, res, exchange, policy, key, limit, () => answer(req, res, exchange, operation, app))
   }
 
   /** Verifies the token; its verdict is kept for the Bearer middleware; `then` gets the caller when valid. */
-  const verify = (res: ServerResponse, exchange: Exchange, authorization: string, then: (caller: Caller | undefined) => void) =>
+  const verify = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, authorization: string, then: (caller: Caller | undefined) => void) =>
     run(bearer.authenticate(authorization, undefined), {
       onExit: (verdict) => {
         if (Exit.isSuccess(verdict)) {
@@ -235,7 +259,7 @@ const makeEdge = Effect.gen(function*() {
           return then(verdict.value.principal)
         }
         const error = Exit.findErrorOption(verdict)
-        if (error._tag === "None" || error.value._tag !== "InvalidToken") return defect(res, exchange, verdict.cause)
+        if (error._tag === "None" || error.value._tag !== "InvalidToken") return defect(req, res, exchange, verdict.cause)
         exchange.bearer = { invalid: error.value }
         then(undefined)
       }
@@ -263,19 +287,19 @@ const makeEdge = Effect.gen(function*() {
     const known = knownTokens.get(authorization)
     if (known !== undefined) {
       const [key, limit] = limitKey(policy, base, known, exchange.clientIp)
-      return count(res, exchange, policy, key, limit, () =>
-        verify(res, exchange, authorization, (caller) => {
+      return count(req, res, exchange, policy, key, limit, () =>
+        verify(req, res, exchange, authorization, (caller) => {
           if (caller !== undefined) return go()
           knownTokens.forget(authorization)
-          count(res, exchange, policy, anonymousKey, anonymousLimit, go)
+          count(req, res, exchange, policy, anonymousKey, anonymousLimit, go)
         }))
     }
-    count(res, exchange, policy, anonymousKey, anonymousLimit, () =>
-      verify(res, exchange, authorization, (caller) => {
+    count(req, res, exchange, policy, anonymousKey, anonymousLimit, () =>
+      verify(req, res, exchange, authorization, (caller) => {
         if (caller === undefined) return go() // the Bearer middleware answers 401
         knownTokens.remember(authorization, caller)
         const [key, limit] = limitKey(policy, base, caller, exchange.clientIp)
-        count(res, exchange, policy, key, limit, go)
+        count(req, res, exchange, policy, key, limit, go)
       }))
   }
 
@@ -287,25 +311,27 @@ const makeEdge = Effect.gen(function*() {
     const exchange: Exchange = {
       requestId: requestIdOf(req.headers["x-request-id"] as string | undefined),
       clientIp: clientIpOf(req.headers["x-forwarded-for"] as string | undefined, req.socket.remoteAddress),
-      route
+      route,
+      path,
+      started,
+      headers: []
     }
+    exchange.headers = edgeHeaders(req, exchange)
     setExchange(req, exchange)
-    setEdgeHeaders(req, res, exchange)
-    observe(req, res, exchange, path, started)
     try {
       // Step 1: refusals decided by the method and headers alone, before any body is read.
-      if (route === undefined) return app(req, res) // the HttpApi answers 404 with a problem
+      if (route === undefined) return toApp(req, res, exchange, app) // the HttpApi answers 404 with a problem
       if (req.method === "OPTIONS") return preflight(req, res, route, exchange)
       const operation = route.operations[req.method!]
       if (!route.methods.includes(req.method!)) return refuseMethod(req, res, route, exchange)
       if (Number(req.headers["content-length"] ?? 0) > config.maxBodyBytes) {
-        return send(res, refusal(exchange, "payload_too_large"))
+        return send(req, res, exchange, refusal(exchange, "payload_too_large"))
       }
-      if (operation === undefined) return app(req, res) // a document page
+      if (operation === undefined) return toApp(req, res, exchange, app) // a document page
       if (isEncodedBody(req) && route.public) {
         // RFC 9110 §15.5.16: a coding we cannot decode is 415 with Accept-Encoding.
-        res.setHeader("accept-encoding", "identity")
-        return send(res, problemResponse("unsupported_media_type", problemContext(exchange), {
+        exchange.headers.push("accept-encoding", "identity")
+        return send(req, res, exchange, problemResponse("unsupported_media_type", problemContext(exchange), {
           detail: "Content-Encoding is not supported; send the body uncompressed."
         }))
       }
@@ -315,7 +341,7 @@ const makeEdge = Effect.gen(function*() {
       }
       bearerThenAnswer(req, res, exchange, operation, operation.policy, authorization, app)
     } catch (error) {
-      defect(res, exchange, error)
+      defect(req, res, exchange, error)
     }
   }
 

@@ -15,6 +15,12 @@ export interface Exchange {
   /** The caller's address per TRUST_PROXY (C2), canonical; rate limits count its bucket (C8, clientIp.ts). */
   readonly clientIp: string
   readonly route: RouteMatch | undefined
+  /** The request target without its query, as logged. */
+  readonly path: string
+  /** `performance.now()` when the edge took the request. */
+  readonly started: number
+  /** Headers every response to this request carries, as a flat name/value list (edge.ts). */
+  headers: Array<string>
   /** Set when the request carried an Authorization header and the edge checked it. */
   bearer?: { readonly caller: Caller } | { readonly invalid: InvalidToken }
 }
