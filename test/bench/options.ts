@@ -18,14 +18,16 @@ export interface Options {
   readonly accessLog: string | undefined
   readonly baseline: boolean
   readonly fastify: boolean
+  /** The Redis mode (redisMode.ts) instead of the scenarios. */
+  readonly redis: boolean
   readonly out: string
 }
 
 const USAGE = `usage: node test/bench/bench.ts [--duration S] [--warmup S] [--connections N] [--threads N]
   [--scenarios ${scenarioDefs.map((s) => s.name).join(",")}] [--requests N] [--cpu-prof]
-  [--server-cpus LIST] [--load-cpus LIST] [--access-log PATH] [--no-baseline] [--no-fastify] [--out DIR]`
+  [--server-cpus LIST] [--load-cpus LIST] [--access-log PATH] [--no-baseline] [--no-fastify] [--redis] [--out DIR]`
 
-const FLAGS = ["--cpu-prof", "--no-baseline", "--no-fastify"]
+const FLAGS = ["--cpu-prof", "--no-baseline", "--no-fastify", "--redis"]
 const KNOWN = ["duration", "warmup", "connections", "threads", "scenarios", "requests", "server-cpus", "load-cpus", "access-log", "out"]
 
 export const parseOptions = (argv: ReadonlyArray<string>): Options => {
@@ -72,6 +74,7 @@ export const parseOptions = (argv: ReadonlyArray<string>): Options => {
     accessLog: values.get("access-log"),
     baseline: !flags.has("no-baseline"),
     fastify: !flags.has("no-fastify"),
+    redis: flags.has("redis"),
     out: resolve(ROOT, values.get("out") ?? "bench-results")
   }
 }

@@ -48,13 +48,16 @@ export interface ServiceStart {
   readonly logPath: string
   /** `--cpu-prof` into this directory. */
   readonly profDir: string | undefined
+  /** More variables (the Redis mode: REDIS_URL, WEB_CONCURRENCY, limits), over `serviceSettings`; `undefined` unsets one. */
+  readonly env?: Readonly<Record<string, string | undefined>>
 }
 
 export const startService = async (o: ServiceStart): Promise<Server> => {
   const port = await freePort()
   const logFd = openSync(o.logPath, "w")
   const argv = pinned(o.serverCpus, [NODE, ...(o.profDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${o.profDir}`]), ...startArguments()])
-  const env = { ...process.env, ...serviceSettings, PORT: String(port), HOST, DATA_DIR: o.dataDir, PUBLIC_BASE_URL: `http://${HOST}:${port}`, COINGECKO_BASE_URL: o.upstreamUrl }
+  const env: Record<string, string | undefined> = { ...process.env, ...serviceSettings, ...o.env, PORT: String(port), HOST, DATA_DIR: o.dataDir, PUBLIC_BASE_URL: `http://${HOST}:${port}`, COINGECKO_BASE_URL: o.upstreamUrl }
+  for (const [name, value] of Object.entries(env)) if (value === undefined) delete env[name]
   const child = track(spawn(argv[0]!, argv.slice(1), { cwd: ROOT, env, stdio: ["ignore", logFd, "pipe"] }))
   closeSync(logFd)
   await waitReady(port, child, "service", tail(child.stderr))
