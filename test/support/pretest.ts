@@ -6,7 +6,9 @@
  *   when missing and running as root;
  * - Redis at REDIS_URL (default redis://127.0.0.1:6379, shared by several tests): when nothing
  *   answers on this machine's address, a redis-server is started there, as Debian's package would,
- *   and left running for later runs.
+ *   and left running for later runs;
+ * - PostgreSQL at DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test, trust auth; tests only
+ *   add databases to it): checked to accept connections, else one line saying what to start.
  */
 import { spawnSync } from "node:child_process"
 import { existsSync } from "node:fs"
@@ -67,4 +69,25 @@ if (redisUrl.protocol === "redis:" && !(await answers(host, port))) {
   up &&= await answers(host, port)
   if (!up) stop(`could not start redis-server on ${host}:${port}: start a Redis there (or set REDIS_URL), then npm test again`)
   process.stderr.write(`npm test: started redis-server on ${host}:${port} (left running for later runs)\n`)
+}
+
+/** Whether something accepts a TCP connection there within a second (PostgreSQL itself checks the rest). */
+const accepts = (host: string, port: number) =>
+  new Promise<boolean>((resolve) => {
+    const socket = connect(port, host)
+    const done = (result: boolean) => {
+      socket.destroy()
+      resolve(result)
+    }
+    socket.setTimeout(1_000, () => done(false))
+    socket.once("error", () => done(false))
+    socket.once("connect", () => done(true))
+  })
+
+const databaseUrl = new URL(process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test")
+const pgHost = databaseUrl.hostname.replace(/^\[|\]$/g, "")
+const pgPort = Number(databaseUrl.port || 5432)
+if (!(await accepts(pgHost, pgPort))) {
+  stop(`no PostgreSQL answers at ${pgHost}:${pgPort} (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test): ` +
+    "start it (Debian: `sudo apt-get install -y postgresql`, trust auth for local connections), then npm test again")
 }
