@@ -12,9 +12,11 @@ export interface ReadyAnswer {
   readonly operationId: OperationId
   /**
    * The 200 `application/json` body for this request, or undefined to let the HttpApi answer it.
-   * `body` is the parsed JSON body of a POST (undefined for GET/HEAD). Synchronous, no side effects.
+   * `payload` is a POST's body as the edge decoded it with the operation's payload schema, so a
+   * request the HttpApi would refuse never gets here (undefined for GET/HEAD). Synchronous, no side
+   * effects.
    */
-  readonly answer: (body: unknown) => string | Uint8Array | undefined
+  readonly answer: (payload: unknown) => string | Uint8Array | undefined
 }
 
 export class ReadyAnswers extends Context.Service<ReadyAnswers, ReadonlyArray<ReadyAnswer>>()("app/ReadyAnswers") {

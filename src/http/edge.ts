@@ -3,45 +3,64 @@
  * crosses `Edge.handle`, which gives every response, whoever produces it, its request id, security
  * and CORS headers, its rate-limit count and fields, its access-log line and metrics:
  *
- *   1. refusals that need no operation: CORS preflight, 405 + Allow, 413, 415 (a content coding);
+ *   1. refusals that need no operation: 404 (no route), CORS preflight, 405 + Allow, 413, 415 (a
+ *      content coding);
  *   2. the rate limit of the operation (per IP, or per client with a valid Bearer token);
- *   3. a ready answer a capability holds in memory (ReadyAnswers), or else the HttpApi app.
+ *   3. for an anonymous small JSON body, its parse and decode (400 malformed_json, validation_failed),
+ *      then a ready answer a capability holds in memory (ReadyAnswers), or else the HttpApi app.
  *
  * It runs on Node's request event, before any fiber: a request answered in steps 1-3 costs no more
- * than the work it needs. The HttpApi side (apiErrors.ts) turns typed errors and defects into problems.
+ * than the work it needs, and its problem is written from parts made once (problemResponse.ts). The
+ * HttpApi side (apiErrors.ts) turns typed errors and defects into problems.
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Context, Effect, Exit, Layer } from "effect"
 import type { HttpServerResponse } from "effect/http"
 import type { Caller, RateLimitPolicyName } from "../api/Api.ts"
-import { RateLimited } from "../api/problems.ts"
+import { type ProblemCode, RateLimited } from "../api/problems.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { BearerAuth } from "../oauth/BearerAuth.ts"
 import { asHttpResponse, refusalResponse } from "../oauth/tokenResponse.ts"
 import { AccessLog } from "../observability/AccessLog.ts"
-import { recordRateLimited, recordRequest } from "../observability/metrics.ts"
+import { recordRateLimited, unmatchedMetrics } from "../observability/metrics.ts"
 import { makeClientIp } from "./clientIp.ts"
 import { type Exchange, setExchange } from "./exchange.ts"
 import { KnownTokens } from "./knownTokens.ts"
-import { problemResponse, type ProblemContext } from "./problemResponse.ts"
+import { problemContentType, type ProblemContext, problemWire } from "./problemResponse.ts"
 import { type Decision, limitKey, rateLimitedResponse, rateLimitHeaders, RequestCounter } from "./rateLimit.ts"
 import { type ReadyAnswer, ReadyAnswers } from "./ReadyAnswers.ts"
 import { requestIdOf } from "./requestId.ts"
 import { makeRouteTable, type RouteMatch, type RouteOperation } from "./routeTable.ts"
-import { readSmallJsonBody } from "./smallBody.ts"
+import { readSmallJsonBody, unparsable } from "./smallBody.ts"
+import { validationFailure } from "./validation.ts"
 
 /** Node's handler for the HttpApi app (NodeHttpServer.makeHandler): what the edge hands a request on to. */
 export type AppHandler = (req: IncomingMessage, res: ServerResponse) => void
 
 const exposedHeaders = "X-Request-Id, RateLimit, RateLimit-Policy, Retry-After, WWW-Authenticate"
 const allowedRequestHeaders = "Content-Type, Authorization, X-Request-Id"
-/** Bodies of ready answers are small queries; a larger one is a rarer request, left to the HttpApi. */
-const maxReadyBody = 4096
+/** Bodies the edge reads are small queries; a larger one is a rarer request, left to the HttpApi. */
+const maxEdgeBody = 4096
 const jsonContentType = /^application\/json\s*(;\s*charset=("?)utf-8\2\s*)?$/i
 
 const pathOf = (url: string) => {
   const q = url.indexOf("?")
   return q === -1 ? url : url.slice(0, q)
+}
+
+/**
+ * RFC 9112 §3.2.2 absolute-form (`GET http://host/path`): the platform routes it by its URL-normalised
+ * path, which the route table may not match as written; such a request is left to the HttpApi.
+ */
+const isAbsoluteForm = (url: string) => url.charCodeAt(0) !== 47 /* "/" */ && /^https?:\/\//i.test(url)
+
+const contentCodingRefused = { detail: "Content-Encoding is not supported; send the body uncompressed." }
+/** Methods come from Node's parser, a closed set: one detail each, made once. */
+const methodDetails = new Map<string, { readonly detail: string }>()
+const methodDetail = (method: string) => {
+  let detail = methodDetails.get(method)
+  if (detail === undefined) methodDetails.set(method, detail = { detail: `${method} is not supported on this path.` })
+  return detail
 }
 
 const hasBody = (req: IncomingMessage) =>
@@ -93,15 +112,21 @@ const makeEdge = Effect.gen(function*() {
   /** Defects never reach the wire (C7): logged with the request id, answered 500. */
   const defect = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, cause: unknown) => {
     run(Effect.logError("unhandled error", cause).pipe(Effect.annotateLogs({ requestId: exchange.requestId })))
-    if (!res.headersSent) send(req, res, exchange, problemResponse("internal_error", problemContext(exchange)))
+    if (!res.headersSent) writeProblem(req, res, exchange, "internal_error")
     else res.destroy()
   }
   const problemContext = (exchange: Exchange): ProblemContext => ({ baseUrl: config.publicBaseUrl, requestId: exchange.requestId })
   /** A refusal made here, in the route's error form (C6: the token endpoint's are OAuth JSON). */
-  const refusal = (exchange: Exchange, code: "method_not_allowed" | "payload_too_large", detail?: string) =>
+  const refuse = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    exchange: Exchange,
+    code: "method_not_allowed" | "payload_too_large",
+    extra?: { readonly detail: string }
+  ) =>
     exchange.route?.errorForm === "oauth"
-      ? asHttpResponse(refusalResponse({ publicBaseUrl: config.publicBaseUrl, requestId: exchange.requestId }, code, detail))
-      : problemResponse(code, problemContext(exchange), detail === undefined ? undefined : { detail })
+      ? send(req, res, exchange, asHttpResponse(refusalResponse({ publicBaseUrl: config.publicBaseUrl, requestId: exchange.requestId }, code, extra?.detail)))
+      : writeProblem(req, res, exchange, code, extra)
 
   /**
    * Headers every response carries (C7, C9), as a flat list: written in the one `writeHead` of a
@@ -121,7 +146,8 @@ const makeEdge = Effect.gen(function*() {
   /** The access-log line and metrics of every response (499: the client left before it was sent). */
   const observe = (req: IncomingMessage, exchange: Exchange, status: number) => {
     const elapsedMs = performance.now() - exchange.started
-    recordRequest(exchange.route?.pattern ?? "unmatched", req.method!, status, elapsedMs / 1000)
+    const metrics = exchange.route?.metrics ?? unmatchedMetrics
+    metrics.record(req.method!, status, elapsedMs / 1000)
     accessLog.write({
       method: req.method!,
       path: exchange.path,
@@ -161,6 +187,19 @@ const makeEdge = Effect.gen(function*() {
     write(req, res, exchange, response.status, own, response.body.body)
   }
 
+  /** A problem of the catalogue, written as one string (the edge's headers carry its `cache-control`). */
+  const writeProblem = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    exchange: Exchange,
+    code: ProblemCode,
+    extra?: { readonly detail?: string; readonly [member: string]: unknown }
+  ) => {
+    const wire = problemWire(code, problemContext(exchange), extra)
+    const own: Array<string | number> = ["content-type", problemContentType, "content-length", Buffer.byteLength(wire.text)]
+    write(req, res, exchange, wire.status, wire.challenge.length === 0 ? own : [...wire.challenge, ...own], wire.text)
+  }
+
   const sendJson = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, body: string | Uint8Array) => {
     const bytes = typeof body === "string" ? Buffer.from(body) : body
     write(req, res, exchange, 200, ["content-type", "application/json", "content-length", bytes.byteLength], bytes)
@@ -179,7 +218,7 @@ const makeEdge = Effect.gen(function*() {
     const requested = req.headers["access-control-request-method"]
     if (route.public && corsOrigin(req.headers.origin) !== undefined && requested !== undefined && route.methods.includes(requested)) {
       return write(req, res, exchange, 204, [
-        "access-control-allow-methods", route.methods.join(", "),
+        "access-control-allow-methods", route.allow,
         "access-control-allow-headers", allowedRequestHeaders,
         "access-control-max-age", "600",
         "vary", "Origin, Access-Control-Request-Method, Access-Control-Request-Headers"
@@ -189,35 +228,60 @@ const makeEdge = Effect.gen(function*() {
   }
 
   const refuseMethod = (req: IncomingMessage, res: ServerResponse, route: RouteMatch, exchange: Exchange) => {
-    exchange.headers.push("allow", route.methods.join(", "))
-    send(req, res, exchange, refusal(exchange, "method_not_allowed", `${req.method} is not supported on this path.`))
+    exchange.headers.push("allow", route.allow)
+    refuse(req, res, exchange, "method_not_allowed", methodDetail(req.method!))
   }
 
-  /** Step 3: a ready answer when there is one for this request, else the HttpApi. */
+  /**
+   * Step 3. An anonymous small JSON body is read, parsed and decoded here, as the HttpApi would: a
+   * body that does not parse or decode is answered at once; a decoded one goes to the ready answer,
+   * if any, else back on the stream to the HttpApi. A token's request keeps the HttpApi's order
+   * (401/403 before 400); larger and chunked bodies are the HttpApi's.
+   */
   const answer = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, operation: RouteOperation, app: AppHandler) => {
     const readyAnswer = exchange.bearer === undefined ? ready.get(operation.operationId) : undefined
-    if (readyAnswer === undefined) return toApp(req, res, exchange, app)
-    const attempt = (body: unknown) => {
+    const decode = req.headers.authorization === undefined ? operation.decodePayload : undefined
+    if (req.method !== "POST") {
+      if (readyAnswer !== undefined && !hasBody(req)) {
+        try {
+          const found = readyAnswer.answer(undefined)
+          if (found !== undefined) return sendJson(req, res, exchange, found)
+        } catch (error) {
+          return defect(req, res, exchange, error)
+        }
+      }
+      return toApp(req, res, exchange, app)
+    }
+    if (decode === undefined) return toApp(req, res, exchange, app)
+    const length = Number(req.headers["content-length"])
+    if (!(Number.isInteger(length) && length > 0 && length <= maxEdgeBody) || req.headers["transfer-encoding"] !== undefined) {
+      return toApp(req, res, exchange, app)
+    }
+    if (!jsonContentType.test(req.headers["content-type"] ?? "")) return toApp(req, res, exchange, app)
+    const take = (body: unknown) => {
       try {
-        const found = readyAnswer.answer(body)
-        if (found === undefined) return false
-        sendJson(req, res, exchange, found)
+        if (body === unparsable) {
+          writeProblem(req, res, exchange, "malformed_json")
+          return true
+        }
+        const payload = decode(body)
+        if (Exit.isSuccess(payload)) {
+          const found = readyAnswer?.answer(payload.value)
+          if (found === undefined) return false
+          sendJson(req, res, exchange, found)
+          return true
+        }
+        const issue = Exit.findErrorOption(payload)
+        // Not a schema issue (a defect): the HttpApi decides.
+        if (issue._tag === "None") return false
+        writeProblem(req, res, exchange, "validation_failed", validationFailure(issue.value))
       } catch (error) {
         defect(req, res, exchange, error)
       }
       return true
     }
-    if (req.method !== "POST") {
-      if (!hasBody(req) && attempt(undefined)) return
-      return toApp(req, res, exchange, app)
-    }
-    const length = Number(req.headers["content-length"])
-    if (!(Number.isInteger(length) && length > 0 && length <= maxReadyBody) || req.headers["transfer-encoding"] !== undefined) {
-      return toApp(req, res, exchange, app)
-    }
-    if (!jsonContentType.test(req.headers["content-type"] ?? "")) return toApp(req, res, exchange, app)
-    // The body is put back when no ready answer fits: the HttpApi reads it as if nobody had.
-    readSmallJsonBody(req, length, attempt, () => toApp(req, res, exchange, app))
+    // Put back when the edge does not answer: the HttpApi reads the body as if nobody had.
+    readSmallJsonBody(req, length, take, () => toApp(req, res, exchange, app))
   }
 
   /** Counts one request against `key`: on success sets the RateLimit fields and goes on, else answers 429. */
@@ -320,20 +384,22 @@ const makeEdge = Effect.gen(function*() {
     setExchange(req, exchange)
     try {
       // Step 1: refusals decided by the method and headers alone, before any body is read.
-      if (route === undefined) return toApp(req, res, exchange, app) // the HttpApi answers 404 with a problem
+      if (route === undefined) {
+        return isAbsoluteForm(req.url!)
+          ? toApp(req, res, exchange, app)
+          : writeProblem(req, res, exchange, "not_found", { detail: `No resource exists at ${path}.` })
+      }
       if (req.method === "OPTIONS") return preflight(req, res, route, exchange)
       const operation = route.operations[req.method!]
       if (!route.methods.includes(req.method!)) return refuseMethod(req, res, route, exchange)
       if (Number(req.headers["content-length"] ?? 0) > config.maxBodyBytes) {
-        return send(req, res, exchange, refusal(exchange, "payload_too_large"))
+        return refuse(req, res, exchange, "payload_too_large")
       }
       if (operation === undefined) return toApp(req, res, exchange, app) // a document page
       if (isEncodedBody(req) && route.public) {
         // RFC 9110 §15.5.16: a coding we cannot decode is 415 with Accept-Encoding.
         exchange.headers.push("accept-encoding", "identity")
-        return send(req, res, exchange, problemResponse("unsupported_media_type", problemContext(exchange), {
-          detail: "Content-Encoding is not supported; send the body uncompressed."
-        }))
+        return writeProblem(req, res, exchange, "unsupported_media_type", contentCodingRefused)
       }
       const authorization = req.headers.authorization
       if (authorization === undefined || operation.policy === undefined) {

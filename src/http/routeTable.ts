@@ -2,11 +2,12 @@
  * Every path the service answers and what the edge must know of it, derived from the HttpApi
  * definition (methods, operation, rate-limit policy, CORS) plus the document pages. Built once.
  */
-import { Context, SchemaAST } from "effect"
+import { Context, type Exit, Schema, SchemaAST, type SchemaIssue, SchemaParser } from "effect"
 import * as FindMyWay from "effect/http/FindMyWay"
-import { HttpApi } from "effect/http-api"
+import { HttpApi, type HttpApiEndpoint } from "effect/http-api"
 import { Api, type OperationId, PublicOperation, RateLimitPolicy, type RateLimitPolicyName } from "../api/Api.ts"
 import { OAuthErrorBody } from "../api/schemas.ts"
+import { type RequestMetrics, requestMetrics } from "../observability/metrics.ts"
 import { documentRoutes } from "./documentRoutes.ts"
 
 /**
@@ -24,23 +25,33 @@ export interface RouteOperation {
   readonly operationId: OperationId
   /** Counted against this policy (C8); undefined: not limited (health, documents, OAuth). */
   readonly policy: RateLimitPolicyName | undefined
+  /**
+   * Decodes a parsed JSON body as the HttpApi does (the same schema and parse options); undefined
+   * when the operation takes no JSON body.
+   */
+  readonly decodePayload: ((body: unknown) => Exit.Exit<unknown, SchemaIssue.Issue>) | undefined
 }
 
 export interface RouteMatch {
   /** The route pattern, e.g. `/problems/:code`: a bounded label for metrics. */
   readonly pattern: string
   readonly methods: ReadonlyArray<string>
+  /** `methods` as the Allow header lists them. */
+  readonly allow: string
   /** Browsers may call it (CORS): the public operations of the contract only. */
   readonly public: boolean
   /** How its errors are written: RFC 9457 problems, or OAuth JSON where the contract declares it (C6). */
   readonly errorForm: "problem" | "oauth"
   /** The contract's operation per method (HEAD shares GET's). */
   readonly operations: Readonly<Record<string, RouteOperation>>
+  /** Its request metrics, labelled with `pattern`. */
+  readonly metrics: RequestMetrics
 }
 
 export interface RouteTable {
   /** The route for the path, or undefined for an unknown path. */
   readonly match: (path: string) => RouteMatch | undefined
+  readonly routes: ReadonlyArray<RouteMatch>
 }
 
 const methodOrder = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
@@ -49,6 +60,20 @@ const oauthError = SchemaAST.resolveIdentifier(OAuthErrorBody.ast)
 /** An operation whose declared errors include the OAuth error body (the token endpoint's, C6). */
 const declaresOAuthErrors = (errors: ReadonlyMap<number, ReadonlyArray<{ readonly ast: SchemaAST.AST }>>) =>
   [...errors.values()].some((schemas) => schemas.some((schema) => SchemaAST.resolveIdentifier(schema.ast) === oauthError))
+
+/**
+ * As HttpApiBuilder decodes an `application/json` payload: the union of the declared schemas, with the
+ * payload parse options the annotations give (HttpApi.getSlotParseOptions, internal there).
+ */
+const jsonPayloadDecoder = (endpoint: HttpApiEndpoint.Top, annotations: Context.Context<never>) => {
+  const json = endpoint.payload.get("application/json")
+  if (json === undefined || json.encoding._tag !== "Json") return undefined
+  const options = Context.getOrUndefined(annotations, HttpApi.PayloadParseOptions) ??
+    Context.getOrUndefined(annotations, HttpApi.ParseOptions)
+  // The contract's payloads need no decoding services.
+  const schema = Schema.Union(json.schemas as ReadonlyArray<Schema.Top>) as unknown as Schema.ConstraintDecoder<unknown>
+  return SchemaParser.decodeUnknownExit(schema, options)
+}
 
 export const makeRouteTable = (): RouteTable => {
   const byPath = new Map<string, { methods: Set<string>; public: boolean; oauth: boolean; operations: Record<string, RouteOperation> }>()
@@ -59,11 +84,12 @@ export const makeRouteTable = (): RouteTable => {
   }
   HttpApi.reflect(Api, {
     onGroup: () => {},
-    onEndpoint: ({ endpoint, errors }) => {
+    onEndpoint: ({ endpoint, errors, mergedAnnotations }) => {
       const route = entry(endpoint.path)
       const operation: RouteOperation = {
         operationId: endpoint.identifier as OperationId,
-        policy: Context.getOrUndefined(endpoint.annotations, RateLimitPolicy)
+        policy: Context.getOrUndefined(endpoint.annotations, RateLimitPolicy),
+        decodePayload: jsonPayloadDecoder(endpoint, mergedAnnotations)
       }
       route.public ||= Context.getOrUndefined(endpoint.annotations, PublicOperation) === true
       route.oauth ||= declaresOAuthErrors(errors)
@@ -78,14 +104,20 @@ export const makeRouteTable = (): RouteTable => {
   })
   for (const { path, methods } of documentRoutes) for (const method of methods) entry(path).methods.add(method)
   const router = FindMyWay.make<RouteMatch>(routerConfig)
+  const routes: Array<RouteMatch> = []
   for (const [path, route] of byPath) {
-    router.all(path as FindMyWay.PathInput, {
+    const methods = [...route.methods].sort((a, b) => methodOrder.indexOf(a) - methodOrder.indexOf(b))
+    const match: RouteMatch = {
       pattern: path,
-      methods: [...route.methods].sort((a, b) => methodOrder.indexOf(a) - methodOrder.indexOf(b)),
+      methods,
+      allow: methods.join(", "),
       public: route.public,
       errorForm: route.oauth ? "oauth" : "problem",
-      operations: route.operations
-    })
+      operations: route.operations,
+      metrics: requestMetrics(path)
+    }
+    routes.push(match)
+    router.all(path as FindMyWay.PathInput, match)
   }
-  return { match: (path) => router.find("GET", path)?.handler }
+  return { match: (path) => router.find("GET", path)?.handler, routes }
 }

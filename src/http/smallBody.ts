@@ -1,13 +1,18 @@
 /**
- * Reading a small JSON body at the edge without consuming it for good: when no ready answer takes
- * the request, the bytes are put back on the stream and the HttpApi reads them as if nobody had.
+ * Reading a small JSON body at the edge without consuming it for good: when the edge does not answer
+ * the request itself, the bytes are put back on the stream and the HttpApi reads them as if nobody had.
  */
 import type { IncomingMessage } from "node:http"
 
+/** What `take` gets for a body that is not JSON. */
+export const unparsable: unique symbol = Symbol("unparsable")
+
+// As the platform decodes a body before JSON.parse (NodeHttpIncomingMessage): a BOM is dropped.
+const decoder = new TextDecoder()
+
 /**
- * Reads `length` bytes, parses them as JSON and offers the value to `take`; when `take` declines
- * (false), the JSON does not parse, or the client goes away mid-body, the body is unshifted and
- * `next` runs.
+ * Reads `length` bytes, parses them as JSON once and offers the value (or `unparsable`) to `take`;
+ * when `take` declines (false) or the client goes away mid-body, the body is unshifted and `next` runs.
  */
 export const readSmallJsonBody = (
   req: IncomingMessage,
@@ -37,13 +42,12 @@ export const readSmallJsonBody = (
     done()
     const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
     let json: unknown
-    let parsed = true
     try {
-      json = JSON.parse(body.toString("utf8"))
+      json = JSON.parse(decoder.decode(body))
     } catch {
-      parsed = false
+      json = unparsable
     }
-    if (parsed && take(json)) return
+    if (take(json)) return
     // Synchronously, before 'end' is due (Readable checks for "one last unshift").
     req.unshift(body)
     next()

@@ -39,6 +39,21 @@ const isUnparsableJson = (issue: SchemaIssue.Issue) =>
   issue._tag === "InvalidValue" && issue.annotations?.message === "Expected a valid JSON body"
 
 /**
+ * The members of a validation_failed problem for a body that does not match its schema: the one
+ * rendering of the HttpApi's (below) and the edge's (edge.ts), so both write the same bytes.
+ */
+export const validationFailure = (issue: SchemaIssue.Issue) => {
+  const errors = fieldErrorsOf(issue)
+  const first = errors[0]
+  return {
+    detail: first === undefined
+      ? "The request does not match the schema."
+      : `${first.pointer === "" ? "The body" : first.pointer}: ${first.detail}`,
+    errors
+  }
+}
+
+/**
  * Renders the problem at once, complete (absolute `type`, `instance`): 400s are the commonest errors,
  * and this skips encoding the class through its schema and the edge's re-reading of the body.
  */
@@ -49,14 +64,7 @@ export const toRequestProblem = (error: HttpApiSchemaError, baseUrl: string) =>
     const ctx = { baseUrl, requestId: yield* CurrentRequestId }
     const issue = error.cause.issue
     if (isUnparsableJson(issue)) return problemResponse("malformed_json", ctx)
-    const errors = fieldErrorsOf(issue)
-    const first = errors[0]
-    return problemResponse("validation_failed", ctx, {
-      detail: first === undefined
-        ? "The request does not match the schema."
-        : `${first.pointer === "" ? "The body" : first.pointer}: ${first.detail}`,
-      errors
-    })
+    return problemResponse("validation_failed", ctx, validationFailure(issue))
   })
 
 export const BodyProblemsLive = Layer.unwrap(

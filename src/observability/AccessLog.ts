@@ -31,14 +31,22 @@ export class AccessLog extends Context.Service<AccessLog, {
     Layer.succeed(AccessLog)({ write: (entry) => void lines.push(entry) })
 }
 
-// Many lines fall in the same millisecond under load: format its timestamp once.
+// Many lines fall in the same millisecond under load: its timestamp is made once, from the second's
+// text (toISOString once a second) and the milliseconds.
 let isoMillis = -1
 let isoText = ""
+let isoSecond = -1
+let isoSecondText = ""
 const isoNow = () => {
   const now = Date.now()
   if (now !== isoMillis) {
     isoMillis = now
-    isoText = new Date(now).toISOString()
+    const ms = now % 1000
+    if (now - ms !== isoSecond) {
+      isoSecond = now - ms
+      isoSecondText = new Date(isoSecond).toISOString().slice(0, 20)
+    }
+    isoText = `${isoSecondText}${ms < 10 ? "00" : ms < 100 ? "0" : ""}${ms}Z`
   }
   return isoText
 }

@@ -42,11 +42,52 @@ const handle = <M extends Metric.Metric<number, any>>(key: string, metric: M, la
   return update
 }
 
-export const recordRequest = (route: string, method: string, status: number, seconds: number) => {
-  const key = `${route} ${method} ${status}`
-  handle(`req ${key}`, requests, () => ({ route, method, status: String(status) }))(1)
-  handle(`dur ${route} ${status}`, duration, () => ({ route, status: String(status) }))(seconds)
+export const recordRequest = (route: string, method: string, status: number, seconds: number) =>
+  requestMetrics(route).record(method, status, seconds)
+
+/** The request metrics of one route pattern, bound per method and status on first use. */
+export interface RequestMetrics {
+  readonly record: (method: string, status: number, seconds: number) => void
 }
+
+const routeMetrics = new Map<string, RequestMetrics>()
+
+/** One per route pattern (the edge's route table keeps it): recording is two lookups, no key built. */
+export const requestMetrics = (route: string): RequestMetrics => {
+  const existing = routeMetrics.get(route)
+  if (existing !== undefined) return existing
+  const byStatus = new Map<number, (seconds: number) => void>()
+  const byMethodStatus = new Map<string, Map<number, (n: number) => void>>()
+  const durationOf = (status: number) => {
+    let update = byStatus.get(status)
+    if (update === undefined) {
+      update = handle(`dur ${route} ${status}`, duration, () => ({ route, status: String(status) }))
+      byStatus.set(status, update)
+    }
+    return update
+  }
+  const countOf = (method: string, status: number) => {
+    let statuses = byMethodStatus.get(method)
+    if (statuses === undefined) byMethodStatus.set(method, statuses = new Map())
+    let count = statuses.get(status)
+    if (count === undefined) {
+      count = handle(`req ${route} ${method} ${status}`, requests, () => ({ route, method, status: String(status) }))
+      statuses.set(status, count)
+    }
+    return count
+  }
+  const metrics: RequestMetrics = {
+    record: (method, status, seconds) => {
+      countOf(method, status)(1)
+      durationOf(status)(seconds)
+    }
+  }
+  routeMetrics.set(route, metrics)
+  return metrics
+}
+
+/** Requests no route matched (404s of unknown paths): one series, not one per path. */
+export const unmatchedMetrics = requestMetrics("unmatched")
 export const recordRateLimited = (policy: string) => handle(`rl ${policy}`, rateLimited, () => ({ policy }))(1)
 export const recordUpstreamCall = (upstream: string, outcome: string) =>
   handle(`up ${upstream} ${outcome}`, upstreamCalls, () => ({ upstream, outcome }))(1)
