@@ -25,9 +25,12 @@ export interface Exchange {
   bearer?: { readonly caller: Caller } | { readonly invalid: InvalidToken }
 }
 
-const exchanges = new WeakMap<object, Exchange>()
+// A property of the request object, not a WeakMap: tens of thousands of entries a second in an
+// ephemeron table cost the garbage collector more than the request's own objects.
+const exchangeKey = Symbol("app/Exchange")
+type WithExchange = IncomingMessage & { [exchangeKey]?: Exchange }
 
-export const setExchange = (req: IncomingMessage, exchange: Exchange) => void exchanges.set(req, exchange)
+export const setExchange = (req: IncomingMessage, exchange: Exchange) => void ((req as WithExchange)[exchangeKey] = exchange)
 
 export const exchangeOf = (request: HttpServerRequest.HttpServerRequest): Exchange | undefined =>
-  exchanges.get(NodeHttpServerRequest.toIncomingMessage(request))
+  (NodeHttpServerRequest.toIncomingMessage(request) as WithExchange)[exchangeKey]
