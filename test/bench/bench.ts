@@ -8,11 +8,13 @@
  *   npm run bench -- --scenarios invalid --cpu-prof    profile the service; prints the top self-time functions
  *   npm run bench -- --redis                           Redis mode (redisMode.ts): cached rates answer in memory
  *                                                      vs with Redis vs WEB_CONCURRENCY=2, and a limit's overshoot
+ *   npm run bench -- --refresh                         refresh mode (refreshMode.ts): a cached rates answer under load
+ *                                                      while its upstream answers after 2 s (p99 under 10 ms)
  *
  * Options: --duration S (10)  --warmup S (2)  --connections N (32)  --threads N (1)
  *          --scenarios health,rates,invalid,malformed,notfound,method (all)  --requests N  --cpu-prof
  *          --server-cpus LIST (0)  --load-cpus LIST (1)  --access-log PATH (temp file, deleted)
- *          --no-baseline  --no-fastify  --redis  --out DIR (bench-results)
+ *          --no-baseline  --no-fastify  --redis  --refresh  --out DIR (bench-results)
  *
  * What runs (servers.ts): the CoinGecko emulator in this process (upstream.ts); the service as `npm start`
  * starts it, DATA_DIR in a temp dir, NEWSLETTER_PROVIDER=local, rate limits of 1e9/min (every request comes
@@ -50,6 +52,7 @@ import { type Measured, printFloors, printTable, ratios, type ScenarioResult, ty
 import { type ScenarioDef, scenarioDefs } from "./scenarios.ts"
 import { captureFixtures, type Server, serviceSettings, startBaseline, startFastify, startService } from "./servers.ts"
 import { runRedisMode } from "./redisMode.ts"
+import { runRefreshMode } from "./refreshMode.ts"
 import { cpuMs, loadAverage, readMem, resetPeak, RssSampler } from "./system.ts"
 import { startUpstream } from "./upstream.ts"
 import { runWrk, wrkVersion } from "./wrk.ts"
@@ -165,6 +168,7 @@ const main = async () => {
   const upstream = await startUpstream(opts.loadCpus)
   cleanups.push(() => void upstream.close())
   if (opts.redis) return runRedisMode(opts, tmp, upstream.url, stamp)
+  if (opts.refresh) return runRefreshMode(opts, tmp, upstream, stamp)
   const dataDir = join(tmp, "data")
   mkdirSync(dataDir)
   const profDir = opts.cpuProf ? join(opts.out, "prof", stamp) : undefined

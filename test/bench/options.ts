@@ -20,14 +20,16 @@ export interface Options {
   readonly fastify: boolean
   /** The Redis mode (redisMode.ts) instead of the scenarios. */
   readonly redis: boolean
+  /** The refresh mode (refreshMode.ts) instead of the scenarios. */
+  readonly refresh: boolean
   readonly out: string
 }
 
 const USAGE = `usage: node test/bench/bench.ts [--duration S] [--warmup S] [--connections N] [--threads N]
   [--scenarios ${scenarioDefs.map((s) => s.name).join(",")}] [--requests N] [--cpu-prof]
-  [--server-cpus LIST] [--load-cpus LIST] [--access-log PATH] [--no-baseline] [--no-fastify] [--redis] [--out DIR]`
+  [--server-cpus LIST] [--load-cpus LIST] [--access-log PATH] [--no-baseline] [--no-fastify] [--redis] [--refresh] [--out DIR]`
 
-const FLAGS = ["--cpu-prof", "--no-baseline", "--no-fastify", "--redis"]
+const FLAGS = ["--cpu-prof", "--no-baseline", "--no-fastify", "--redis", "--refresh"]
 const KNOWN = ["duration", "warmup", "connections", "threads", "scenarios", "requests", "server-cpus", "load-cpus", "access-log", "out"]
 
 export const parseOptions = (argv: ReadonlyArray<string>): Options => {
@@ -75,6 +77,7 @@ export const parseOptions = (argv: ReadonlyArray<string>): Options => {
     baseline: !flags.has("no-baseline"),
     fastify: !flags.has("no-fastify"),
     redis: flags.has("redis"),
+    refresh: flags.has("refresh"),
     out: resolve(ROOT, values.get("out") ?? "bench-results")
   }
 }

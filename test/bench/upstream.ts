@@ -7,6 +7,8 @@ import { call, freePort, pinned, stopChild, tail, track } from "./processes.ts"
 export interface Upstream {
   readonly url: string
   readonly totalCalls: () => Promise<number>
+  /** Delays answers on paths under `pathPrefix` (0 removes it); the in-process emulator only. */
+  readonly setLatency?: (pathPrefix: string, ms: number) => void
   readonly close: () => Promise<void>
 }
 
@@ -18,9 +20,10 @@ export const startUpstream = async (loadCpus: string | undefined): Promise<Upstr
     const emulator = (await (start as (o: { port: number; host: string }) => Promise<unknown>)({ port: 0, host: "127.0.0.1" })) as {
       url: string
       stats: () => { total: number }
+      setLatency: (pathPrefix: string, ms: number) => void
       close: () => Promise<void>
     }
-    return { url: emulator.url, totalCalls: async () => emulator.stats().total, close: () => emulator.close() }
+    return { url: emulator.url, totalCalls: async () => emulator.stats().total, setLatency: emulator.setLatency, close: () => emulator.close() }
   }
   // Fallback: the standalone emulator, which prints one JSON line with its base URL.
   const port = await freePort()

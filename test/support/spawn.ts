@@ -2,7 +2,7 @@
  * Runs the real entrypoint (`node src/main.ts`) as a child process, for tests of what only a whole
  * process shows: shared state between instances, SIGTERM, the metrics listener, start-up checks.
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import { mkdtempSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
@@ -28,6 +28,24 @@ export const freePort = () =>
   })
 
 export const tempDataDir = () => mkdtempSync(join(tmpdir(), "crypto-api-"))
+
+/**
+ * For a test that needs an unprivileged process (root writes anywhere, and would install packages):
+ * as root, `nobody`'s ids; otherwise the process is unprivileged already and `{}` is returned.
+ */
+export const unprivileged = (): { readonly uid?: number; readonly gid?: number } =>
+  process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {}
+
+/**
+ * Whether `unprivileged()` can run this checkout's Node on its sources: not when the checkout lies
+ * under a directory only root may enter (`/root`, a `mktemp -d`). Such a test is then skipped, named.
+ */
+export const unprivilegedCanRunNode = (): boolean =>
+  spawnSync(process.execPath, ["-e", "require('node:fs').accessSync('src/main.ts', require('node:fs').constants.R_OK)"], {
+    ...unprivileged(),
+    stdio: "ignore",
+    timeout: 10_000
+  }).status === 0
 
 /** Starts the service and waits until it listens; rejects with its output if it exits first. */
 export const spawnService = async (env: Record<string, string>, timeoutMs = 20_000): Promise<ServiceProcess> => {
