@@ -26,6 +26,7 @@
  */
 import { Clock, Context, Duration, Effect, Layer, Option, type Schema } from "effect"
 import { recordCacheLookup } from "../observability/metrics.ts"
+import { makeBoundedLru } from "../platform/boundedLru.ts"
 import { Redis } from "effect/persistence"
 
 export interface SetOptions {
@@ -126,41 +127,19 @@ interface MemoryEntry {
   readonly bytes: number
 }
 
-/** Entries least recently used first (a Map iterates in insertion order; a use re-inserts), bounded. */
+/** Bounded entries (platform/boundedLru.ts); an expired entry reads as absent and is dropped. */
 const makeLru = (maxEntries: number, maxBytes: number) => {
-  const entries = new Map<string, MemoryEntry>()
-  let bytes = 0
-  const remove = (key: string) => {
-    const entry = entries.get(key)
-    if (entry === undefined) return
-    entries.delete(key)
-    bytes -= entry.bytes
-  }
+  const lru = makeBoundedLru<MemoryEntry>({ maxEntries, maxBytes, bytesOf: (_, entry) => entry.bytes })
   return {
     get: (key: string, now: number): MemoryEntry | undefined => {
-      const entry = entries.get(key)
-      if (entry === undefined) return undefined
-      entries.delete(key)
-      if (entry.expiresAt <= now) {
-        bytes -= entry.bytes
-        return undefined
-      }
-      entries.set(key, entry)
-      return entry
+      const entry = lru.get(key)
+      if (entry === undefined || entry.expiresAt > now) return entry
+      lru.remove(key)
+      return undefined
     },
-    put: (key: string, entry: MemoryEntry) => {
-      remove(key)
-      if (entry.bytes > maxBytes) return
-      entries.set(key, entry)
-      bytes += entry.bytes
-      while (entries.size > maxEntries || bytes > maxBytes) {
-        const oldest = entries.keys().next()
-        if (oldest.done === true) break
-        remove(oldest.value)
-      }
-    },
-    remove,
-    size: () => ({ entries: entries.size, bytes })
+    put: lru.put,
+    remove: lru.remove,
+    size: lru.size
   }
 }
 

@@ -9,6 +9,7 @@
  * Bounded, as queries come from callers: in entries and in bytes, least recently used out first.
  */
 import { Clock, Context, Effect, Layer } from "effect"
+import { makeBoundedLru } from "../platform/boundedLru.ts"
 import type { RatesQuery } from "./RatesProvider.ts"
 
 export interface RatesAnswerMemoShape {
@@ -37,45 +38,26 @@ interface Remembered {
 
 /** The memo, telling time by `now` (the Clock's `currentTimeMillisUnsafe`). */
 export const makeRatesAnswerMemo = (now: () => number, options: RatesAnswerMemoOptions = {}): RatesAnswerMemoShape => {
-  const maxEntries = options.maxEntries ?? 512
-  const maxBytes = options.maxBytes ?? 8 * 1024 * 1024
-  // A Map iterates in insertion order and a hit re-inserts: the first key is the least recently used.
-  const entries = new Map<string, Remembered>()
-  let bytes = 0
-
-  const forget = (key: string) => {
-    const known = entries.get(key)
-    if (known === undefined) return
-    entries.delete(key)
-    bytes -= known.body.byteLength
-  }
-
+  const entries = makeBoundedLru<Remembered>({
+    maxEntries: options.maxEntries ?? 512,
+    maxBytes: options.maxBytes ?? 8 * 1024 * 1024,
+    bytesOf: (_, remembered) => remembered.body.byteLength
+  })
   return {
     remember: (query, body, freshUntil) => {
       const key = memoKey(query)
-      forget(key)
-      if (!(freshUntil > now()) || body.byteLength > maxBytes) return
-      entries.set(key, { body, freshUntil })
-      bytes += body.byteLength
-      while (entries.size > maxEntries || bytes > maxBytes) {
-        const oldest = entries.keys().next()
-        if (oldest.done === true) break
-        forget(oldest.value)
-      }
+      entries.remove(key)
+      if (freshUntil > now()) entries.put(key, { body, freshUntil })
     },
     recall: (query) => {
       const key = memoKey(query)
       const known = entries.get(key)
       if (known === undefined) return undefined
-      if (!(now() < known.freshUntil)) {
-        forget(key)
-        return undefined
-      }
-      entries.delete(key)
-      entries.set(key, known)
-      return known.body
+      if (now() < known.freshUntil) return known.body
+      entries.remove(key)
+      return undefined
     },
-    size: () => ({ entries: entries.size, bytes })
+    size: entries.size
   }
 }
 
