@@ -15,29 +15,26 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Context, Effect, Exit, Layer } from "effect"
-import type { HttpServerResponse } from "effect/http"
 import type { Caller, RateLimitPolicyName } from "../api/Api.ts"
-import { type ProblemCode, RateLimited } from "../api/problems.ts"
+import { RateLimited } from "../api/problems.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { BearerAuth } from "../oauth/BearerAuth.ts"
-import { asHttpResponse, refusalResponse } from "../oauth/tokenResponse.ts"
 import { AccessLog } from "../observability/AccessLog.ts"
-import { recordRateLimited, unmatchedMetrics } from "../observability/metrics.ts"
+import { recordRateLimited } from "../observability/metrics.ts"
+import { unparsable } from "./bodyDecoder.ts"
 import { makeClientIp } from "./clientIp.ts"
 import { type Exchange, setExchange } from "./exchange.ts"
 import { KnownTokens } from "./knownTokens.ts"
-import { problemContentType, type ProblemContext, problemWire } from "./problemResponse.ts"
+import { type AppHandler, makeEdgeResponses } from "./edgeResponses.ts"
 import { type Decision, limitKey, rateLimitedResponse, rateLimitHeaders, RequestCounter } from "./rateLimit.ts"
 import { type ReadyAnswer, ReadyAnswers } from "./ReadyAnswers.ts"
 import { requestIdOf } from "./requestId.ts"
 import { makeRouteTable, type RouteMatch, type RouteOperation } from "./routeTable.ts"
-import { readSmallJsonBody, unparsable } from "./smallBody.ts"
+import { readSmallBody } from "./smallBody.ts"
 import { validationFailure } from "./validation.ts"
 
-/** Node's handler for the HttpApi app (NodeHttpServer.makeHandler): what the edge hands a request on to. */
-export type AppHandler = (req: IncomingMessage, res: ServerResponse) => void
+export type { AppHandler } from "./edgeResponses.ts"
 
-const exposedHeaders = "X-Request-Id, RateLimit, RateLimit-Policy, Retry-After, WWW-Authenticate"
 const allowedRequestHeaders = "Content-Type, Authorization, X-Request-Id"
 /** Bodies the edge reads are small queries; a larger one is a rarer request, left to the HttpApi. */
 const maxEdgeBody = 4096
@@ -109,109 +106,14 @@ const makeEdge = Effect.gen(function*() {
   const corsOrigin = (origin: string | undefined): string | undefined =>
     origin === undefined ? undefined : corsAll ? "*" : corsSet.has(origin) ? origin : undefined
 
-  /** Defects never reach the wire (C7): logged with the request id, answered 500. */
-  const defect = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, cause: unknown) => {
-    run(Effect.logError("unhandled error", cause).pipe(Effect.annotateLogs({ requestId: exchange.requestId })))
-    if (!res.headersSent) writeProblem(req, res, exchange, "internal_error")
-    else res.destroy()
-  }
-  const problemContext = (exchange: Exchange): ProblemContext => ({ baseUrl: config.publicBaseUrl, requestId: exchange.requestId })
-  /** A refusal made here, in the route's error form (C6: the token endpoint's are OAuth JSON). */
-  const refuse = (
-    req: IncomingMessage,
-    res: ServerResponse,
-    exchange: Exchange,
-    code: "method_not_allowed" | "payload_too_large",
-    extra?: { readonly detail: string }
-  ) =>
-    exchange.route?.errorForm === "oauth"
-      ? send(req, res, exchange, asHttpResponse(refusalResponse({ publicBaseUrl: config.publicBaseUrl, requestId: exchange.requestId }, code, extra?.detail)))
-      : writeProblem(req, res, exchange, code, extra)
-
-  /**
-   * Headers every response carries (C7, C9), as a flat list: written in the one `writeHead` of a
-   * response made here, or set on the response before the HttpApi writes its own (which may override
-   * `cache-control`, as the documents do). Later steps add theirs (RateLimit fields, Allow).
-   */
-  const edgeHeaders = (req: IncomingMessage, exchange: Exchange): Array<string> => {
-    const headers = ["x-request-id", exchange.requestId, "x-content-type-options", "nosniff", "cache-control", "no-store"]
-    const allowOrigin = exchange.route?.public === true ? corsOrigin(req.headers.origin) : undefined
-    if (allowOrigin !== undefined) {
-      headers.push("access-control-allow-origin", allowOrigin, "access-control-expose-headers", exposedHeaders)
-      if (!corsAll) headers.push("vary", "Origin")
-    }
-    return headers
-  }
-
-  /** The access-log line and metrics of every response (499: the client left before it was sent). */
-  const observe = (req: IncomingMessage, exchange: Exchange, status: number) => {
-    const elapsedMs = performance.now() - exchange.started
-    const metrics = exchange.route?.metrics ?? unmatchedMetrics
-    metrics.record(req.method!, status, elapsedMs / 1000)
-    accessLog.write({
-      method: req.method!,
-      path: exchange.path,
-      status,
-      durationMs: Math.round(elapsedMs * 1000) / 1000,
-      requestId: exchange.requestId,
-      clientIp: exchange.clientIp
-    })
-  }
-
-  /** Writes a response made here, with the edge's headers in the same `writeHead`, and observes it. */
-  const write = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, status: number, own: Array<string | number>, body?: string | Uint8Array) => {
-    // The response's own value of a header wins over the edge's (as writeHead over setHeader would).
-    const edge = exchange.headers
-    let headers: Array<string | number> = edge
-    for (let i = 0; i < own.length; i += 2) {
-      if (edge.indexOf(own[i] as string) % 2 === 0) {
-        const names = new Set<string | number>(own.filter((_, j) => j % 2 === 0))
-        headers = edge.filter((_, j) => !names.has(edge[j - (j % 2)]!))
-        break
-      }
-    }
-    res.writeHead(status, headers.concat(own) as Array<string>)
-    res.end(body)
-    observe(req, exchange, status)
-  }
-
-  /** A problem (or any Effect response with a byte body) made here. */
-  const send = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, response: HttpServerResponse.HttpServerResponse) => {
-    const own: Array<string | number> = []
-    // Length and type come from the body below.
-    for (const name in response.headers) {
-      if (name !== "content-length" && name !== "content-type") own.push(name, response.headers[name]!)
-    }
-    if (response.body._tag !== "Uint8Array") return write(req, res, exchange, response.status, own)
-    own.push("content-type", response.body.contentType, "content-length", response.body.body.byteLength)
-    write(req, res, exchange, response.status, own, response.body.body)
-  }
-
-  /** A problem of the catalogue, written as one string (the edge's headers carry its `cache-control`). */
-  const writeProblem = (
-    req: IncomingMessage,
-    res: ServerResponse,
-    exchange: Exchange,
-    code: ProblemCode,
-    extra?: { readonly detail?: string; readonly [member: string]: unknown }
-  ) => {
-    const wire = problemWire(code, problemContext(exchange), extra)
-    const own: Array<string | number> = ["content-type", problemContentType, "content-length", Buffer.byteLength(wire.text)]
-    write(req, res, exchange, wire.status, wire.challenge.length === 0 ? own : [...wire.challenge, ...own], wire.text)
-  }
-
-  const sendJson = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, body: string | Uint8Array) => {
-    const bytes = typeof body === "string" ? Buffer.from(body) : body
-    write(req, res, exchange, 200, ["content-type", "application/json", "content-length", bytes.byteLength], bytes)
-  }
-
-  /** Hands the request to the HttpApi with the edge's headers set on the response; observed when Node is done. */
-  const toApp = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, app: AppHandler) => {
-    const headers = exchange.headers
-    for (let i = 0; i < headers.length; i += 2) res.setHeader(headers[i]!, headers[i + 1]!)
-    res.once("close", () => observe(req, exchange, res.writableFinished ? res.statusCode : 499))
-    app(req, res)
-  }
+  const { defect, refuse, edgeHeaders, write, send, writeProblem, sendJson, toApp, problemContext } = makeEdgeResponses({
+    publicBaseUrl: config.publicBaseUrl,
+    corsOrigin,
+    corsAll,
+    accessLog,
+    logDefect: (exchange, cause) =>
+      run(Effect.logError("unhandled error", cause).pipe(Effect.annotateLogs({ requestId: exchange.requestId })))
+  })
 
   /** CORS preflight (Fetch standard): 204 for an allowed origin on a public operation, else 405. */
   const preflight = (req: IncomingMessage, res: ServerResponse, route: RouteMatch, exchange: Exchange) => {
@@ -240,7 +142,7 @@ const makeEdge = Effect.gen(function*() {
    */
   const answer = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, operation: RouteOperation, app: AppHandler) => {
     const readyAnswer = exchange.bearer === undefined ? ready.get(operation.operationId) : undefined
-    const decode = req.headers.authorization === undefined ? operation.decodePayload : undefined
+    const decode = req.headers.authorization === undefined ? operation.decodeBody : undefined
     if (req.method !== "POST") {
       if (readyAnswer !== undefined && !hasBody(req)) {
         try {
@@ -258,13 +160,13 @@ const makeEdge = Effect.gen(function*() {
       return toApp(req, res, exchange, app)
     }
     if (!jsonContentType.test(req.headers["content-type"] ?? "")) return toApp(req, res, exchange, app)
-    const take = (body: unknown) => {
+    const take = (body: Uint8Array) => {
       try {
-        if (body === unparsable) {
+        const payload = decode(body)
+        if (payload === unparsable) {
           writeProblem(req, res, exchange, "malformed_json")
           return true
         }
-        const payload = decode(body)
         if (Exit.isSuccess(payload)) {
           const found = readyAnswer?.answer(payload.value)
           if (found === undefined) return false
@@ -281,7 +183,7 @@ const makeEdge = Effect.gen(function*() {
       return true
     }
     // Put back when the edge does not answer: the HttpApi reads the body as if nobody had.
-    readSmallJsonBody(req, length, take, () => toApp(req, res, exchange, app))
+    readSmallBody(req, length, take, () => toApp(req, res, exchange, app))
   }
 
   /** Counts one request against `key`: on success sets the RateLimit fields and goes on, else answers 429. */

@@ -2,12 +2,13 @@
  * Every path the service answers and what the edge must know of it, derived from the HttpApi
  * definition (methods, operation, rate-limit policy, CORS) plus the document pages. Built once.
  */
-import { Context, type Exit, Schema, SchemaAST, type SchemaIssue, SchemaParser } from "effect"
+import { Context, Schema, SchemaAST, SchemaParser } from "effect"
 import * as FindMyWay from "effect/http/FindMyWay"
 import { HttpApi, type HttpApiEndpoint } from "effect/http-api"
 import { Api, type OperationId, PublicOperation, RateLimitPolicy, type RateLimitPolicyName } from "../api/Api.ts"
 import { OAuthErrorBody } from "../api/schemas.ts"
 import { type RequestMetrics, requestMetrics } from "../observability/metrics.ts"
+import { type BodyDecoding, makeBodyDecoder } from "./bodyDecoder.ts"
 import { documentRoutes } from "./documentRoutes.ts"
 
 /**
@@ -26,10 +27,10 @@ export interface RouteOperation {
   /** Counted against this policy (C8); undefined: not limited (health, documents, OAuth). */
   readonly policy: RateLimitPolicyName | undefined
   /**
-   * Decodes a parsed JSON body as the HttpApi does (the same schema and parse options); undefined
-   * when the operation takes no JSON body.
+   * Decodes a JSON body as the HttpApi does (the same schema and parse options; bodyDecoder.ts);
+   * undefined when the operation takes no JSON body.
    */
-  readonly decodePayload: ((body: unknown) => Exit.Exit<unknown, SchemaIssue.Issue>) | undefined
+  readonly decodeBody: ((body: Uint8Array) => BodyDecoding) | undefined
 }
 
 export interface RouteMatch {
@@ -65,14 +66,14 @@ const declaresOAuthErrors = (errors: ReadonlyMap<number, ReadonlyArray<{ readonl
  * As HttpApiBuilder decodes an `application/json` payload: the union of the declared schemas, with the
  * payload parse options the annotations give (HttpApi.getSlotParseOptions, internal there).
  */
-const jsonPayloadDecoder = (endpoint: HttpApiEndpoint.Top, annotations: Context.Context<never>) => {
+const jsonBodyDecoder = (endpoint: HttpApiEndpoint.Top, annotations: Context.Context<never>) => {
   const json = endpoint.payload.get("application/json")
   if (json === undefined || json.encoding._tag !== "Json") return undefined
   const options = Context.getOrUndefined(annotations, HttpApi.PayloadParseOptions) ??
     Context.getOrUndefined(annotations, HttpApi.ParseOptions)
   // The contract's payloads need no decoding services.
   const schema = Schema.Union(json.schemas as ReadonlyArray<Schema.Top>) as unknown as Schema.ConstraintDecoder<unknown>
-  return SchemaParser.decodeUnknownExit(schema, options)
+  return makeBodyDecoder(SchemaParser.decodeUnknownExit(schema, options))
 }
 
 export const makeRouteTable = (): RouteTable => {
@@ -89,7 +90,7 @@ export const makeRouteTable = (): RouteTable => {
       const operation: RouteOperation = {
         operationId: endpoint.identifier as OperationId,
         policy: Context.getOrUndefined(endpoint.annotations, RateLimitPolicy),
-        decodePayload: jsonPayloadDecoder(endpoint, mergedAnnotations)
+        decodeBody: jsonBodyDecoder(endpoint, mergedAnnotations)
       }
       route.public ||= Context.getOrUndefined(endpoint.annotations, PublicOperation) === true
       route.oauth ||= declaresOAuthErrors(errors)
