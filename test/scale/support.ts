@@ -1,5 +1,5 @@
 /** Private servers for outage tests (never the shared ones): a redis-server and a PostgreSQL cluster. */
-import { type ChildProcess, execFile, spawn } from "node:child_process"
+import { type ChildProcess, execFile } from "node:child_process"
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -8,6 +8,7 @@ import { randomUUID } from "node:crypto"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Redacted } from "effect"
 import * as Reactivity from "effect/reactivity/Reactivity"
+import { startRedis as startRedisServer } from "../support/redis.ts"
 import { freePort, tempDataDir } from "../support/spawn.ts"
 
 const run = promisify(execFile)
@@ -17,21 +18,7 @@ export const startRedis = async () => {
   const port = await freePort()
   let child: ChildProcess | undefined
   const start = async () => {
-    const started = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    child = started
-    await new Promise<void>((resolve, reject) => {
-      let out = ""
-      const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${out}`)), 10_000)
-      started.stdout!.on("data", (c) => {
-        out += c
-        if (out.includes("Ready to accept connections")) {
-          clearTimeout(timer)
-          resolve()
-        }
-      })
-    })
+    child = await startRedisServer(port)
   }
   const stop = async () => {
     const current = child

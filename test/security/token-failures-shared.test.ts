@@ -3,9 +3,10 @@
  * with REDIS_URL, so two instances allowed twice the limit. C2/C6: shared through Redis when configured,
  * counted in memory while Redis is away.
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import { afterAll, describe, expect, it } from "vitest"
+import { startRedis as startPrivateRedis } from "../support/redis.ts"
 import { freePort, type ServiceProcess, spawnService } from "../support/spawn.ts"
 
 const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
@@ -32,21 +33,8 @@ const wrongSecret = (service: ServiceProcess) =>
   })
 
 const startRedis = async (port: number) => {
-  const child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
-    stdio: ["ignore", "pipe", "pipe"]
-  })
+  const child = await startPrivateRedis(port)
   redises.push(child)
-  await new Promise<void>((resolve, reject) => {
-    let out = ""
-    const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${out}`)), 10_000)
-    child.stdout!.on("data", (c) => {
-      out += c
-      if (out.includes("Ready to accept connections")) {
-        clearTimeout(timer)
-        resolve()
-      }
-    })
-  })
   return child
 }
 
