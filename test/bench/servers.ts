@@ -23,13 +23,21 @@ export interface Server {
   readonly child: ChildProcess
 }
 
-/** The service's environment besides its address: high limits (the limiter runs, nobody is refused). */
-export const serviceSettings = {
+/**
+ * The service's environment besides its address: high limits (the limiter runs, nobody is refused), and
+ * the single in-memory process whatever the shell exports (`npm test` users often have REDIS_URL and
+ * DATABASE_URL set): the Redis mode sets its own.
+ */
+export const serviceSettings: Readonly<Record<string, string | undefined>> = {
   RATE_LIMIT_RATES_PER_MIN: String(HIGH_LIMIT),
   RATE_LIMIT_SUBSCRIBE_PER_MIN: String(HIGH_LIMIT),
   NEWSLETTER_PROVIDER: "local",
-  NODE_ENV: "production"
-} as const
+  NODE_ENV: "production",
+  REDIS_URL: undefined,
+  DATABASE_URL: undefined,
+  WEB_CONCURRENCY: undefined,
+  OTEL_EXPORTER_OTLP_ENDPOINT: undefined
+}
 
 /** The service is started as `npm start` starts it: the arguments of package.json's start script after `node`. */
 const startArguments = (): Array<string> => {
