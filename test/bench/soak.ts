@@ -24,7 +24,6 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync } from "node:fs"
 import { Agent } from "node:http"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -32,6 +31,7 @@ import { type BrevoEmulator, startBrevoEmulator } from "../emulators/brevo.ts"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { emulatedCurrencies } from "../emulators/coingecko-data.ts"
 import type { Fault as NewsletterFault } from "../emulators/newsletter-kit.ts"
+import { freePort } from "../support/spawn.ts"
 import { type RawRequest, type RawResponse, send } from "../fuzz/support/http.ts"
 import { violationsOf } from "../fuzz/support/invariants.ts"
 import { loadOpenApi, type OpenApiModel } from "../fuzz/support/openapi.ts"
@@ -105,16 +105,6 @@ const prng = (seed: number) => {
     return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296
   }
 }
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0))
-    })
-  })
 
 const median = (xs: ReadonlyArray<number>) => {
   if (xs.length === 0) return Number.NaN

@@ -5,28 +5,13 @@
  * with its body intact.
  */
 import { request } from "node:http"
-import { Effect, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { RatesProvider } from "../../src/rates/RatesProvider.ts"
+import { countingRatesProvider } from "../rates/helpers.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { expectProblem } from "../support/problems.ts"
 
 /** The fake provider, answers fresh for a minute, counting how often the HttpApi asks it. */
-const counting = () => {
-  const calls = { historical: 0 }
-  const layer = Layer.effect(
-    RatesProvider,
-    Effect.map(RatesProvider, (inner) =>
-      RatesProvider.of({
-        historical: (query) =>
-          Effect.suspend(() => {
-            calls.historical++
-            return Effect.map(inner.historical(query), (answer) => ({ ...answer, freshUntil: Date.now() + 60_000 }))
-          })
-      }))
-  ).pipe(Layer.provide(RatesProvider.layerTest))
-  return { layer, calls }
-}
+const counting = () => countingRatesProvider(() => Date.now() + 60_000)
 
 const QUERY = JSON.stringify({ cryptos: ["BTC", "ETH"], days: 7 })
 const post = (app: TestApp, body: string, headers: Record<string, string> = {}) =>

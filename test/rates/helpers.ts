@@ -93,3 +93,23 @@ export const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     const result = yield* Effect.result(effect)
     return { result, elapsedMs: Date.now() - started }
   })
+
+/**
+ * RatesProvider.layerTest saying its answers hold until `freshUntil()`, counting how often it is asked
+ * (that is, how often a request reached the HttpApi handler rather than a ready answer).
+ */
+export const countingRatesProvider = (freshUntil: () => number) => {
+  const calls = { historical: 0 }
+  const layer = Layer.effect(
+    RatesProvider,
+    Effect.map(RatesProvider, (inner) =>
+      RatesProvider.of({
+        historical: (query) =>
+          Effect.suspend(() => {
+            calls.historical++
+            return Effect.map(inner.historical(query), (answer) => ({ ...answer, freshUntil: freshUntil() }))
+          })
+      }))
+  ).pipe(Layer.provide(RatesProvider.layerTest))
+  return { layer, calls }
+}

@@ -4,12 +4,12 @@
  * Over HTTP, a request the HttpApi would refuse never gets a remembered answer.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect } from "effect"
 import { TestClock } from "effect/testing"
 import { RatesAnswerMemo } from "../../src/rates/answerMemo.ts"
-import { RatesProvider } from "../../src/rates/RatesProvider.ts"
 import { ratesReadyAnswer } from "../../src/rates/readyAnswer.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
+import { countingRatesProvider } from "./helpers.ts"
 
 const NOW = Date.UTC(2026, 10, 22, 10, 0, 0)
 const body = new TextEncoder().encode("{\"remembered\":true}")
@@ -66,22 +66,7 @@ describe("ratesReadyAnswer", () => {
 })
 
 describe("the handler remembers what it answers, only while it holds", () => {
-  /** The fake provider saying its answers hold until `freshUntil()`, counting how often it is asked. */
-  const counting = (freshUntil: () => number) => {
-    const calls = { historical: 0 }
-    const layer = Layer.effect(
-      RatesProvider,
-      Effect.map(RatesProvider, (inner) =>
-        RatesProvider.of({
-          historical: (query) =>
-            Effect.suspend(() => {
-              calls.historical++
-              return Effect.map(inner.historical(query), (answer) => ({ ...answer, freshUntil: freshUntil() }))
-            })
-        }))
-    ).pipe(Layer.provide(RatesProvider.layerTest))
-    return { layer, calls }
-  }
+  const counting = countingRatesProvider
   const post = (app: TestApp, body: unknown) =>
     fetch(`${app.url}/api/v1/exchange-rates`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
 
