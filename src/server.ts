@@ -22,18 +22,24 @@ import { Newsletter } from "./newsletter/Newsletter.ts"
 import { OAuth } from "./oauth/OAuth.ts"
 import { AccessLog } from "./observability/AccessLog.ts"
 import { MetricsServer } from "./observability/metrics.ts"
+import * as DurableCells from "./platform/durableCell/layer.ts"
 import { RatesAnswerMemo } from "./rates/answerMemo.ts"
 import * as CoinGeckoRates from "./rates/CoinGeckoRates.ts"
 
 /**
  * Memory by default. With REDIS_URL, what all instances must share lives in Redis: rate-limit
- * counts, the token endpoint's failure counts, the rates cache, the upstream call budget and circuit breaker.
+ * counts, the token endpoint's failure counts, the rates cache, the upstream call budget and circuit breaker,
+ * the month's credits (else kept under DATA_DIR/state, so that a restart adds none).
  */
 const Stateful = Layer.unwrap(
   Effect.map(AppConfig, ({ redisUrl, redisKeyPrefix }) =>
     redisUrl === undefined
-      ? Layer.mergeAll(RequestCounter.layerMemory, CoinGeckoRates.layer, OAuth.layer)
-      : Layer.mergeAll(RequestCounter.layerRedis, CoinGeckoRates.layerRedis(redisKeyPrefix), OAuth.layerRedis).pipe(Layer.provide(Layer.unwrap(
+      ? Layer.mergeAll(RequestCounter.layerMemory, CoinGeckoRates.layer.pipe(Layer.provide(DurableCells.layerDataDir)), OAuth.layer)
+      : Layer.mergeAll(
+        RequestCounter.layerRedis,
+        CoinGeckoRates.layerRedis(redisKeyPrefix).pipe(Layer.provide(DurableCells.layerSharedRedis)),
+        OAuth.layerRedis
+      ).pipe(Layer.provide(Layer.unwrap(
         // Imported only when configured: the Redis client is ~500 modules, 7-20 MB of RSS.
         Effect.promise(() => import("./redis.ts")).pipe(Effect.map(({ RedisLive }) => RedisLive(redisUrl)))
       ))))

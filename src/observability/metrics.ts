@@ -94,6 +94,23 @@ export const recordUpstreamCall = (upstream: string, outcome: string) =>
 export const recordCacheLookup = (cache: string, hit: boolean) =>
   handle(`cache ${cache} ${hit}`, cacheLookups, () => ({ cache, result: hit ? "hit" : "miss" }))(1)
 
+const creditsSpent = Metric.gauge("upstream_credits_spent_month", {
+  description: "Credits spent with an upstream this calendar month (UTC), as the shared ledger counts them"
+})
+const creditsLeft = Metric.gauge("upstream_credits_left_month", {
+  description: "The plan's monthly credits less those spent this calendar month (UTC)"
+})
+const refreshInterval = Metric.gauge("rates_refresh_interval_seconds", {
+  description: "How often the latest prices callers ask for are refreshed, as the month's pace allows"
+})
+
+/** The month's credits as the ledger last said (CoinGecko: src/rates/credits). */
+export const recordCredits = (upstream: string, spent: number, left: number) => {
+  handle(`credits spent ${upstream}`, creditsSpent, () => ({ upstream }))(spent)
+  handle(`credits left ${upstream}`, creditsLeft, () => ({ upstream }))(left)
+}
+export const recordRefreshInterval = (seconds: number) => handle("refresh interval", refreshInterval, () => ({}))(seconds)
+
 export const metricsText = () => PrometheusMetrics.formatUnsafe(Context.empty())
 
 /** A listener that answers GET /metrics on its own port (bind it to a private interface). */

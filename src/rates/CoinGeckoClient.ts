@@ -31,6 +31,7 @@ import {
   type MarketRow,
   type RawResponse
 } from "./coinGeckoResponses.ts"
+import { MonthlyBudget } from "./credits/MonthlyBudget.ts"
 import { RatesConfig } from "./RatesConfig.ts"
 import { countOncePerRequest, CurrentCharge, layerUpstreamGuardsMemory, layerUpstreamGuardsRedis, makeBudget } from "./upstreamGuards.ts"
 
@@ -58,16 +59,16 @@ export class CoinGeckoClient extends Context.Service<CoinGeckoClient, CoinGeckoC
   static readonly layerNoDeps: Layer.Layer<
     CoinGeckoClient,
     never,
-    HttpClient.HttpClient | RatesConfig | RateLimiter.RateLimiter | CircuitBreaker.CircuitBreakerStore
+    HttpClient.HttpClient | RatesConfig | MonthlyBudget | RateLimiter.RateLimiter | CircuitBreaker.CircuitBreakerStore
   > = Layer.effect(CoinGeckoClient, Effect.suspend(() => makeCoinGeckoClient))
 
   /** One instance: budget and breaker in memory. */
-  static readonly layer: Layer.Layer<CoinGeckoClient, never, HttpClient.HttpClient | RatesConfig> = CoinGeckoClient.layerNoDeps.pipe(
+  static readonly layer: Layer.Layer<CoinGeckoClient, never, HttpClient.HttpClient | RatesConfig | MonthlyBudget> = CoinGeckoClient.layerNoDeps.pipe(
     Layer.provide(layerUpstreamGuardsMemory)
   )
 
   /** Several instances: budget and breaker shared through Redis, under `keyPrefix`. */
-  static readonly layerRedis = (keyPrefix: string): Layer.Layer<CoinGeckoClient, never, HttpClient.HttpClient | RatesConfig | Redis.Redis> =>
+  static readonly layerRedis = (keyPrefix: string): Layer.Layer<CoinGeckoClient, never, HttpClient.HttpClient | RatesConfig | MonthlyBudget | Redis.Redis> =>
     CoinGeckoClient.layerNoDeps.pipe(Layer.provide(layerUpstreamGuardsRedis(keyPrefix)))
 }
 
@@ -80,7 +81,7 @@ type CallKind = "data" | "auxiliary"
 const makeCoinGeckoClient = Effect.gen(function*() {
   const config = yield* RatesConfig
   const http = yield* HttpClient.HttpClient
-  const budget = makeBudget(config, yield* RateLimiter.RateLimiter)
+  const budget = makeBudget(config, yield* RateLimiter.RateLimiter, yield* MonthlyBudget)
   const breaker = yield* CircuitBreaker.make({
     tripPolicy: CircuitBreaker.consecutive(config.breakerFailures),
     openDuration: Duration.millis(config.breakerOpenMs)

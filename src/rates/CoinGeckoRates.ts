@@ -23,9 +23,12 @@ import { Clock, Duration, Effect, Layer, type Scope } from "effect"
 import type { HttpClient } from "effect/http"
 import type { Redis } from "effect/persistence"
 import { assembleAnswer, coinIds } from "./answer.ts"
+import type { DurableCell } from "../platform/durableCell/DurableCell.ts"
 import { CoinGeckoClient, toRatesError } from "./CoinGeckoClient.ts"
+import { MonthlyBudget } from "./credits/MonthlyBudget.ts"
 import { makeCheckCurrency } from "./currencies.ts"
 import { makeMarketData } from "./marketData.ts"
+import { makeRefreshPacer } from "./refreshPacer.ts"
 import { RatesCache } from "./RatesCache.ts"
 import { RatesConfig } from "./RatesConfig.ts"
 import { type RatesAnswer, type RatesError, RatesProvider, type RatesQuery, RatesUpstreamError } from "./RatesProvider.ts"
@@ -38,16 +41,18 @@ export { ATTRIBUTION, SOURCE } from "./answer.ts"
 const makeCoinGeckoRates: Effect.Effect<
   RatesProvider["Service"],
   never,
-  CoinGeckoClient | RatesCache | RatesConfig | Scope.Scope
+  CoinGeckoClient | MonthlyBudget | RatesCache | RatesConfig | Scope.Scope
 > = Effect.gen(function*() {
   const config = yield* RatesConfig
   const upstream = yield* CoinGeckoClient
   const cache = yield* makeStaleCache
   const checkCurrency = yield* makeCheckCurrency(upstream)
   const resolveSymbols = yield* makeResolveSymbols(upstream)
+  const budget = yield* MonthlyBudget
   const market = makeMarketData(cache, upstream, {
     latestTtl: Duration.seconds(config.latestTtlSeconds),
-    attemptTimeout: Duration.millis(config.attemptTimeoutMs)
+    attemptTimeout: Duration.millis(config.attemptTimeoutMs),
+    pacer: makeRefreshPacer({ minIntervalMs: config.latestTtlSeconds * 1000, creditsPerMs: budget.plan.ratePerMs })
   })
 
   const historical = (query: RatesQuery): Effect.Effect<RatesAnswer, RatesError> =>
@@ -91,7 +96,7 @@ const makeCoinGeckoRates: Effect.Effect<
 // Layers
 
 /** Everything injected: swap the upstream client, the cache (Redis) or the config. */
-export const layerNoDeps: Layer.Layer<RatesProvider, never, CoinGeckoClient | RatesCache | RatesConfig> = Layer.effect(
+export const layerNoDeps: Layer.Layer<RatesProvider, never, CoinGeckoClient | MonthlyBudget | RatesCache | RatesConfig> = Layer.effect(
   RatesProvider,
   makeCoinGeckoRates
 )
@@ -103,9 +108,10 @@ const memoryCache = Layer.unwrap(
   Effect.map(RatesConfig, (config) => RatesCache.layerMemory({ maxBytes: config.cacheMaxMegabytes * 1024 * 1024 }))
 )
 
-/** One instance: in-memory cache, calls-per-minute budget and circuit breaker. Needs an `HttpClient`. */
-export const layer: Layer.Layer<RatesProvider, ConfigError, HttpClient.HttpClient> = layerNoDeps.pipe(
+/** One instance: in-memory cache, per-minute budget and circuit breaker; the month's credits in `DurableCell`. Needs an `HttpClient`. */
+export const layer: Layer.Layer<RatesProvider, ConfigError, HttpClient.HttpClient | DurableCell> = layerNoDeps.pipe(
   Layer.provide(Layer.mergeAll(CoinGeckoClient.layer, memoryCache)),
+  Layer.provideMerge(MonthlyBudget.layer),
   Layer.provide(RatesConfig.layer)
 )
 
@@ -113,10 +119,12 @@ export const layer: Layer.Layer<RatesProvider, ConfigError, HttpClient.HttpClien
  * Several instances (REDIS_URL set): the cache, the coin index and currency list, the budgets (whole,
  * cold pool, callers' shares) and the circuit breaker are shared through Redis, under `keyPrefix`: what
  * one instance fetched serves the others, and all stay within one budget. Single-flight stays per
- * instance. Needs `Redis.Redis` (e.g. `NodeRedis.layer`) and an `HttpClient`.
+ * instance. The month's credits are in `DurableCell` (Redis or PostgreSQL: shared too). Needs
+ * `Redis.Redis` (e.g. `NodeRedis.layer`) and an `HttpClient`.
  */
-export const layerRedis = (keyPrefix: string): Layer.Layer<RatesProvider, ConfigError, HttpClient.HttpClient | Redis.Redis> =>
+export const layerRedis = (keyPrefix: string): Layer.Layer<RatesProvider, ConfigError, HttpClient.HttpClient | Redis.Redis | DurableCell> =>
   layerNoDeps.pipe(
     Layer.provide(Layer.mergeAll(CoinGeckoClient.layerRedis(keyPrefix), RatesCache.layerRedis({ prefix: `${keyPrefix}rates-cache:` }))),
+    Layer.provideMerge(MonthlyBudget.layer),
     Layer.provide(RatesConfig.layer)
   )

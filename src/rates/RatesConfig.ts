@@ -25,6 +25,11 @@ export interface RatesConfigShape {
   readonly retryBaseDelayMs: number
   /** Upstream calls in flight at once. */
   readonly maxConcurrency: number
+  /**
+   * The plan's credits a month (one a call): Demo 10,000, Basic 100,000. Spent at the month's even pace
+   * with a reserve of 2 % for bursts (credits/monthlyCredits.ts).
+   */
+  readonly callsPerMonth: number
   /** Upstream calls per minute (token bucket); the demo plan allows about 30. */
   readonly callsPerMinute: number
   /**
@@ -76,6 +81,8 @@ export const readRatesConfig: Effect.Effect<RatesConfigShape, ConfigInvalid> = E
     retryBaseDelayMs: int("COINGECKO_RETRY_BASE_MS", 200, 0, 10_000),
     maxConcurrency: int("COINGECKO_MAX_CONCURRENCY", 4, 1, 64),
     callsPerMinute: int("COINGECKO_CALLS_PER_MIN", 30, 1, 10_000),
+    // Demo's 10,000; a paid key's smallest plan (Basic) has 100,000.
+    callsPerMonth: int("COINGECKO_CALLS_PER_MONTH", pro ? 100_000 : 10_000, 1_000, 1_000_000_000),
     callerSharePercent: int("COINGECKO_CALLER_SHARE_PCT", 33, 1, 100),
     refreshReservePercent: int("COINGECKO_REFRESH_RESERVE_PCT", 20, 0, 90),
     breakerFailures: int("COINGECKO_BREAKER_FAILURES", 5, 1, 1_000),

@@ -1,6 +1,7 @@
 /**
  * Step 3 of a `historical` call, per coin: its latest price and % changes (one batched `/coins/markets`
- * call for all cold ones, cached `latestTtlSeconds` and refreshed ahead of expiry while asked for) and
+ * call for all cold ones; refreshed, one call per currency for every coin asked in it, as often as the
+ * month's pace allows: refreshPacer.ts) and
  * its daily series (always the whole year, so that any `days` is served from one entry: the shape of a
  * request never multiplies calls; cached until the next daily point). Both with the lifecycle of
  * staleCache.ts: refreshed behind the callers' backs, last good copies when the upstream fails.
@@ -8,6 +9,7 @@
 import { Clock, Duration, Effect, Option, Schema } from "effect"
 import type { CoinGeckoClientShape, CoinGeckoError, MarketRow } from "./CoinGeckoClient.ts"
 import { type DailyPoint, millisUntilNextDailyPoint, toDailySeries } from "./dailySeries.ts"
+import { type RefreshPacer, UNIT_SIZE } from "./refreshPacer.ts"
 import { type Entry, entryOf, freshnessOf, lastGood, served, type Sourced, type StaleCache, type Timing } from "./staleCache.ts"
 
 /** Latest price and % changes of one coin in one currency; null when the upstream lists no market for it. */
@@ -46,6 +48,11 @@ const negative = (ttl: Duration.Duration): Timing => ({ ttl, refreshAhead: Durat
 
 /** A coin missing upstream may be listed later; ask again after an hour rather than on every request. */
 const MISSING_COIN_TTL = Duration.hours(1)
+/**
+ * How long latest prices past their interval are still served while the month's pace holds their refresh
+ * back; past it, a request waits for a cold fetch (its caller's credits) or gets the copy marked stale.
+ */
+const LATEST_GRACE = Duration.hours(1)
 const MAX_SERIES_GRACE = Duration.hours(1)
 
 /** Past points never change: a series is complete until the next daily point, then served while refreshed. */
@@ -72,18 +79,19 @@ export interface MarketData {
 export const makeMarketData = (
   cache: StaleCache,
   upstream: CoinGeckoClientShape,
-  options: { readonly latestTtl: Duration.Duration; readonly attemptTimeout: Duration.Duration }
+  options: {
+    readonly latestTtl: Duration.Duration
+    readonly attemptTimeout: Duration.Duration
+    readonly pacer: RefreshPacer
+  }
 ): MarketData => {
-  // Refreshed when asked for in the last fifth of its life, or earlier when an upstream call may take
-  // longer than that (but not before half of it), so the new copy lands before the old one expires;
-  // served one more lifetime while refreshed.
-  const latestTiming: Timing = {
-    ttl: options.latestTtl,
-    refreshAhead: Duration.min(
-      Duration.divideUnsafe(options.latestTtl, 2),
-      Duration.max(Duration.divideUnsafe(options.latestTtl, 5), options.attemptTimeout)
-    ),
-    grace: options.latestTtl
+  const { pacer } = options
+  // Fresh for the pacer's interval when stored, refreshed when asked for an attempt's time before it
+  // ends (so the new copy lands before the old one expires), served for an hour more while the pace
+  // holds the refresh back.
+  const latestTiming = (intervalMs: number): Timing => {
+    const ttl = Duration.millis(intervalMs)
+    return { ttl, refreshAhead: Duration.min(Duration.divideUnsafe(ttl, 2), options.attemptTimeout), grace: LATEST_GRACE }
   }
 
   /** One `/coins/markets` call for `ids`, stored. */
@@ -91,23 +99,41 @@ export const makeMarketData = (
     Effect.gen(function*() {
       const rows = yield* upstream.marketsByIds(currency, ids)
       const storedAt = yield* Clock.currentTimeMillis
+      const timing = latestTiming(pacer.interval(storedAt))
       const byId = new Map(rows.map((row) => [row.id, row] as const))
       const out = new Map<string, Sourced<Latest>>()
       for (const id of ids) {
         const row = byId.get(id)
         const value = row === undefined ? null : Object.freeze(toLatest(row))
-        const entry = yield* cache.write(latestKey(currency, id), value, storedAt, value === null ? negative(options.latestTtl) : latestTiming)
+        const entry = yield* cache.write(latestKey(currency, id), value, storedAt, value === null ? negative(options.latestTtl) : timing)
         out.set(id, served(entry as Entry<Latest>, freshnessOf(entry, storedAt)))
       }
       return out
     })
 
+  /**
+   * The background refresh of a currency's unit: every coin asked in it, one call. Skipped when every
+   * one of them is fresh again (another instance refreshed them through the shared cache).
+   */
+  const refreshUnit = (currency: string) =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const ids = pacer.unit(currency, now)
+      let due = false
+      for (const id of ids) {
+        const held = yield* cache.read(latestEntry, latestKey(currency, id))
+        if (Option.isNone(held) || freshnessOf(held.value, now) !== "fresh") due = true
+      }
+      if (due) yield* fetchLatest([...ids].sort(), currency)
+    })
+
   const latestFor = (ids: ReadonlyArray<string>, currency: string, deadline: number) =>
     Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
+      pacer.note(currency, ids, now)
       const latest = new Map<string, Sourced<Latest>>()
       const cold: Array<string> = []
-      const due: Array<string> = []
+      let due = false
       const copies = new Map<string, Entry<Latest>>()
       for (const id of ids) {
         const hit = yield* cache.read(latestEntry, latestKey(currency, id))
@@ -122,14 +148,14 @@ export const makeMarketData = (
           continue
         }
         latest.set(id, served(hit.value, freshness))
-        if (freshness !== "fresh") due.push(id)
+        if (freshness !== "fresh") due = true
       }
-      if (due.length > 0) {
-        yield* cache.refresh(due, (id) => latestKey(currency, id), (claimed) => Effect.asVoid(fetchLatest([...claimed].sort(), currency)))
-      }
+      if (due) yield* cache.refresh([currency], (unit) => `latest-unit:${unit}`, () => refreshUnit(currency))
       if (cold.length === 0) return { latest, failure: undefined }
 
-      const batch = [...cold].sort()
+      // The call costs one credit whatever its size: it takes the currency's unit along, so that the
+      // unit's prices stay in step and are refreshed together.
+      const batch = [...new Set([...cold, ...pacer.unit(currency, now)])].slice(0, Math.max(cold.length, UNIT_SIZE)).sort()
       const fetched = yield* cache.shared(`latest:${currency}:${batch.join(",")}`, fetchLatest(batch, currency), deadline).pipe(Effect.result)
       if (fetched._tag === "Success") {
         for (const [id, value] of fetched.success) latest.set(id, value)

@@ -180,7 +180,9 @@ export const makeStaleCache: Effect.Effect<StaleCache, never, RatesCache | Rates
         Effect.tapError((error) =>
           Effect.flatMap(Clock.currentTimeMillis, (failedAt) => {
             if (backoffUntil.size >= BACKOFF_CAPACITY) backoffUntil.clear()
-            for (const key of keys) backoffUntil.set(key, failedAt + config.auxiliaryRetryMs)
+            // A refusal that says when to come back (the month's pace, a 429) is taken at its word.
+            const until = failedAt + Math.max(config.auxiliaryRetryMs, error.retryAfterSeconds * 1000)
+            for (const key of keys) backoffUntil.set(key, until)
             return Effect.logDebug("rates: background refresh failed; the held copies serve meanwhile", error.message)
           })),
         Effect.ignore,

@@ -10,10 +10,13 @@
  *     shared token is spent. Retries are the upstream's doing: they spend the shared buckets only.
  * A request runs under a `CurrentCharge` (CoinGeckoRates.ts sets it); background refreshes and the
  * auxiliary lists run without one.
+ * Then the month's credits (credits/MonthlyBudget.ts), after the buckets of the minute: a call a request
+ * waits for takes a "cold" credit, any other a "refresh" credit; every attempt is a credit billed.
  */
 import { Context, Duration, Effect, Layer } from "effect"
 import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
 import { type CoinGeckoError, failWith } from "./coinGeckoResponses.ts"
+import type { MonthlyBudget } from "./credits/MonthlyBudget.ts"
 import type { RatesConfigShape } from "./RatesConfig.ts"
 
 /** The request an upstream call is made for. Mutable on purpose: one request, one failure in the breaker. */
@@ -57,7 +60,7 @@ export interface Budget {
   readonly spend: (charge: UpstreamCharge | undefined, firstAttempt: boolean) => Effect.Effect<void, CoinGeckoError>
 }
 
-export const makeBudget = (config: RatesConfigShape, limiter: RateLimiter.RateLimiter): Budget => {
+export const makeBudget = (config: RatesConfigShape, limiter: RateLimiter.RateLimiter, month: MonthlyBudget["Service"]): Budget => {
   const bucket = (key: string, limit: number, spent: string) =>
     limiter.consume({ key, algorithm: "token-bucket", onExceeded: "fail", limit, window: "1 minute" }).pipe(
       Effect.asVoid,
@@ -75,8 +78,8 @@ export const makeBudget = (config: RatesConfigShape, limiter: RateLimiter.RateLi
 
   return {
     spend: (charge, firstAttempt) => {
-      if (charge === undefined) return whole
-      const shared = Effect.andThen(cold, whole)
+      if (charge === undefined) return Effect.andThen(whole, month.spend("refresh"))
+      const shared = Effect.andThen(Effect.andThen(cold, whole), month.spend("cold"))
       return charge.caller !== undefined && firstAttempt ? Effect.andThen(share(charge.caller), shared) : shared
     }
   }

@@ -1,3 +1,4 @@
+import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
 /**
  * Shared set-up of the rates abuse tests (issue 13): the whole app over a socket with the live CoinGecko
  * Layer against the emulator, callers told apart by X-Forwarded-For (TRUST_PROXY), and junk requests.
@@ -14,7 +15,8 @@ import { configFrom, type Env } from "../support/config.ts"
 export const liveRatesLayer = (emulator: CoinGeckoEmulator, env: Env = {}): Layer.Layer<RatesProvider, unknown> =>
   CoinGeckoRates.layer.pipe(
     Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, ...env })),
-    Layer.provide(NodeHttpClient.layerUndici)
+    Layer.provide(NodeHttpClient.layerUndici),
+    Layer.provide(durableCellMemory)
   )
 
 /** The app (callers told apart by X-Forwarded-For) over the live provider. */

@@ -1,3 +1,4 @@
+import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
 /**
  * POST /api/v1/exchange-rates end to end: the HTTP app over a socket, the live CoinGecko Layer
  * with its production timeouts, and the CoinGecko emulator over real HTTP (CONTRACT C4).
@@ -21,7 +22,8 @@ beforeAll(async () => {
   // Production settings but for the breaker, which would otherwise open during the fault matrix.
   const rates = CoinGeckoRates.layer.pipe(
     Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_BREAKER_FAILURES: "1000", COINGECKO_CALLS_PER_MIN: "10000" })),
-    Layer.provide(NodeHttpClient.layerUndici)
+    Layer.provide(NodeHttpClient.layerUndici),
+    Layer.provide(durableCellMemory)
   )
   app = await startTestApp({ rates })
 })
@@ -79,7 +81,8 @@ describe("exchange rates against the CoinGecko emulator", () => {
     const shortLived = await startTestApp({
       rates: CoinGeckoRates.layer.pipe(
         Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_LATEST_TTL_S: "1" })),
-        Layer.provide(NodeHttpClient.layerUndici)
+        Layer.provide(NodeHttpClient.layerUndici),
+        Layer.provide(durableCellMemory)
       )
     })
     try {

@@ -1,3 +1,4 @@
+import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
 /**
  * Every upstream fault mode × every upstream call an operation makes, through the HTTP app with the
  * live upstream Layers (short timeouts) against the emulators: CoinGecko's modes on the two calls
@@ -57,7 +58,7 @@ describe("CoinGecko fault modes × the upstream calls behind POST /api/v1/exchan
       COINGECKO_CALLS_PER_MIN: "10000",
       COINGECKO_LATEST_TTL_S: "1",
       COINGECKO_DEFAULT_RETRY_AFTER_S: "1"
-    })), Layer.provide(NodeHttpClient.layerUndici))
+    })), Layer.provide(NodeHttpClient.layerUndici), Layer.provide(durableCellMemory))
     app = await startTestApp({ rates })
     model = loadOpenApi(await (await fetch(`${app.url}/openapi.json`)).json())
     // Warm the currency list (cached a day) so every case below exercises only the call it faults.

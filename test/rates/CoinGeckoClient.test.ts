@@ -1,3 +1,4 @@
+import { MonthlyBudget } from "../../src/rates/credits/MonthlyBudget.ts"
 /**
  * The upstream client's reading of CoinGecko answers, with canned responses from a stand-in HttpClient
  * (a Layer swap): error shapes, Retry-After forms, key headers, and request parameters.
@@ -26,6 +27,8 @@ const clientAnswering = (respond: () => Response, env: Env = {}) => {
     Layer.provide(Layer.mergeAll(
       RatesConfig.layer.pipe(Layer.provide(configFrom({ COINGECKO_BASE_URL: "http://upstream.test/api/v3", COINGECKO_RETRY_BASE_MS: "1", ...env }))),
       layerUpstreamGuardsMemory,
+      // Credits out of the way: these tests are about the minute's budget, faults and the breaker.
+      MonthlyBudget.layerMemory(1_000_000_000),
       Layer.succeed(HttpClient.HttpClient)(http)
     ))
   )

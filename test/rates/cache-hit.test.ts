@@ -1,3 +1,4 @@
+import { MonthlyBudget } from "../../src/rates/credits/MonthlyBudget.ts"
 /**
  * The cache-hit path: nothing upstream is built, cached entries are validated once, the answer says
  * until when it holds (`freshUntil`), and its HTTP body is exactly what the `ExchangeRatesResponse`
@@ -76,7 +77,7 @@ const LATEST_TTL_S = 60
 
 const providerWith = (upstream: Layer.Layer<CoinGeckoClient>, cache: Layer.Layer<RatesCache>) =>
   CoinGeckoRates.layerNoDeps.pipe(
-    Layer.provide(Layer.mergeAll(upstream, cache, ratesConfigFrom({ COINGECKO_LATEST_TTL_S: String(LATEST_TTL_S) }))),
+    Layer.provide(Layer.mergeAll(upstream, cache, ratesConfigFrom({ COINGECKO_LATEST_TTL_S: String(LATEST_TTL_S) }), MonthlyBudget.layerMemory(1_000_000_000))),
     Layer.orDie
   )
 
@@ -195,7 +196,7 @@ describe("CoinGecko provider on a cache hit", () => {
       assert.strictEqual(upstream.built.chart, 1) // refused as a miss and fetched again
       assert.strictEqual(result.rates[0]!.series.length, 30)
     }).pipe(Effect.provide(CoinGeckoRates.layerNoDeps.pipe(
-      Layer.provideMerge(Layer.mergeAll(upstream.layer, RatesCache.layerMemory(), ratesConfigFrom({}))),
+      Layer.provideMerge(Layer.mergeAll(upstream.layer, RatesCache.layerMemory(), ratesConfigFrom({}), MonthlyBudget.layerMemory(1_000_000_000))),
       Layer.orDie
     )))
   })

@@ -1,3 +1,6 @@
+import { planFor } from "../../src/rates/credits/monthlyCredits.ts"
+import { PRICES_SHARE } from "../../src/rates/refreshPacer.ts"
+import { layerRedis as layerSharedCell } from "../../src/platform/durableCell/redis.ts"
 /**
  * Several instances sharing state through a real Redis (REDIS_URL deployments): one instance's
  * upstream fetch serves the others, and the calls-per-minute budget is one budget for all.
@@ -60,6 +63,8 @@ beforeEach(() => emulator.resetStats())
 const instance = (env: Env, keyPrefix: string) =>
   CoinGeckoRates.layerRedis(keyPrefix).pipe(
     Layer.provide(configFrom(env)),
+    // The month's credits are shared through the same Redis, as in production.
+    Layer.provide(layerSharedCell(keyPrefix)),
     Layer.provideMerge(NodeRedis.layer({ url: redisUrl })),
     Layer.provide(NodeHttpClient.layerUndici)
   )
@@ -107,7 +112,10 @@ describe.skipIf(!canSpawnRedis && sharedRedisUrl === undefined)("CoinGecko provi
         Effect.provide(first)
       )
       const entry = JSON.parse(stored) as { storedAt: number; freshUntil: number }
-      assert.strictEqual(entry.freshUntil - entry.storedAt, 60_000, "fresh for COINGECKO_LATEST_TTL_S")
+      // One currency asked, on Demo's 10,000 credits: fresh for the pacer's interval (refreshPacer.ts).
+      const paced = Math.ceil(1 / (PRICES_SHARE * planFor(10_000).ratePerMs))
+      assert.strictEqual(entry.freshUntil - entry.storedAt, paced, "fresh for the interval the month's pace allows")
+      assert.isAbove(paced, 5 * 60_000)
       assert.isAbove(ttl, 60_000, "then kept as the last good copy")
     }))
 
@@ -158,6 +166,7 @@ describe.skipIf(!canSpawnRedis && sharedRedisUrl === undefined)("CoinGecko provi
       const lonely = yield* Layer.build(
         CoinGeckoRates.layerRedis("").pipe(
           Layer.provide(configFrom(healthyEnv(emulator.url))),
+          Layer.provide(layerSharedCell("")),
           Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, brokenRedis))
         )
       )

@@ -1,3 +1,5 @@
+import { MonthlyBudget } from "../../src/rates/credits/MonthlyBudget.ts"
+import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
 /**
  * Shared set-up for the rates tests: the live CoinGecko Layer over real HTTP against the emulator,
  * with short timeouts so every fault case finishes in about a second.
@@ -37,7 +39,7 @@ export const healthyEnv = (baseUrl: string, overrides: Env = {}): Env =>
 
 /** The production Layer wiring, configured from `env`, over Node's real HTTP client. */
 export const liveRates = (env: Env) =>
-  CoinGeckoRates.layer.pipe(Layer.provide(configFrom(env)), Layer.provide(NodeHttpClient.layerUndici))
+  CoinGeckoRates.layer.pipe(Layer.provide(configFrom(env)), Layer.provide(NodeHttpClient.layerUndici), Layer.provide(durableCellMemory))
 
 /** `RatesConfig` read from `env` alone. */
 export const ratesConfigFrom = (env: Env) => RatesConfig.layer.pipe(Layer.provide(configFrom(env)))
@@ -71,7 +73,7 @@ export const makeAgeableCache = () => {
 export const liveRatesWithCache = (env: Env, cache: Layer.Layer<RatesCache>) =>
   CoinGeckoRates.layerNoDeps.pipe(
     Layer.provide(CoinGeckoClient.layerNoDeps),
-    Layer.provide(Layer.mergeAll(ratesConfigFrom(env), cache, layerUpstreamGuardsMemory)),
+    Layer.provide(Layer.mergeAll(ratesConfigFrom(env), cache, layerUpstreamGuardsMemory, MonthlyBudget.layer.pipe(Layer.provide(Layer.mergeAll(ratesConfigFrom(env), durableCellMemory))))),
     Layer.provide(NodeHttpClient.layerUndici)
   )
 

@@ -1,3 +1,4 @@
+import { MonthlyBudget } from "../../src/rates/credits/MonthlyBudget.ts"
 /**
  * The guards of upstream calls (upstreamGuards.ts, CoinGeckoClient.ts), with a stand-in HttpClient that
  * counts calls: a caller's share, the cold pool kept apart from refreshes, retries charged to no one's
@@ -25,6 +26,8 @@ const clientWith = (env: Env, answer: () => number = () => 200) => {
     Layer.provide(Layer.mergeAll(
       RatesConfig.layer.pipe(Layer.provide(configFrom({ COINGECKO_BASE_URL: "http://upstream.test/api/v3", COINGECKO_RETRY_BASE_MS: "1", ...env }))),
       layerUpstreamGuardsMemory,
+      // Credits out of the way: these tests are about the minute's budget, faults and the breaker.
+      MonthlyBudget.layerMemory(1_000_000_000),
       Layer.succeed(HttpClient.HttpClient)(http)
     ))
   )

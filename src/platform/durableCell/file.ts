@@ -1,0 +1,31 @@
+/**
+ * DurableCell as files under a directory (DATA_DIR/state/<name>.json): one instance per directory, so a
+ * lock within the process is enough; each write replaces the file atomically (temp file + rename), so a
+ * crash leaves the old value or the new one, never half of one.
+ */
+import * as path from "node:path"
+import { Effect, Layer, Semaphore } from "effect"
+import { readTextIfExists, writeFileAtomic } from "../files.ts"
+import { DurableCell, DurableCellError, type DurableCellShape } from "./DurableCell.ts"
+
+const fileName = (name: string) => `${encodeURIComponent(name)}.json`
+
+export const makeFileCell = (directory: string): Effect.Effect<DurableCellShape> =>
+  Effect.gen(function*() {
+    const lock = yield* Semaphore.make(1)
+    const fail = (error: { readonly message: string }) => new DurableCellError({ store: `file ${directory}`, reason: error.message })
+    const fileOf = (name: string) => path.join(directory, fileName(name))
+    const get = (name: string) => readTextIfExists(fileOf(name)).pipe(Effect.mapError(fail))
+    return {
+      store: "file",
+      get,
+      compareAndSet: (name, expected, next) =>
+        lock.withPermit(Effect.gen(function*() {
+          if ((yield* get(name)) !== expected) return false
+          yield* writeFileAtomic(fileOf(name), next, 0o600).pipe(Effect.mapError(fail))
+          return true
+        }))
+    }
+  })
+
+export const layerFile = (directory: string): Layer.Layer<DurableCell> => Layer.effect(DurableCell, makeFileCell(directory))
