@@ -10,6 +10,8 @@
  *                                                      vs with Redis vs WEB_CONCURRENCY=2, and a limit's overshoot
  *   npm run bench -- --refresh                         refresh mode (refreshMode.ts): a cached rates answer under load
  *                                                      while its upstream answers after 2 s (p99 under 10 ms)
+ *   npm run bench -- --month [--step-s 20]             month mode (monthMode.ts): a month of a landing page's traffic on
+ *                                                      a simulated clock; CoinGecko credits spent per plan
  *
  * Options: --duration S (10)  --warmup S (2)  --connections N (32)  --threads N (1)
  *          --scenarios health,rates,invalid,malformed,notfound,method (all)  --requests N  --cpu-prof
@@ -52,6 +54,7 @@ import { type Measured, printFloors, printTable, ratios, type ScenarioResult, ty
 import { type ScenarioDef, scenarioDefs } from "./scenarios.ts"
 import { captureFixtures, type Server, serviceSettings, startBaseline, startFastify, startService } from "./servers.ts"
 import { runRedisMode } from "./redisMode.ts"
+import { runMonthMode } from "./monthMode.ts"
 import { runRefreshMode } from "./refreshMode.ts"
 import { cpuMs, loadAverage, readMem, resetPeak, RssSampler } from "./system.ts"
 import { startUpstream } from "./upstream.ts"
@@ -135,6 +138,8 @@ const countLines = (file: string) =>
   })
 
 const main = async () => {
+  // The month mode runs the service in this process on a simulated clock, with options of its own.
+  if (process.argv.includes("--month")) return void (await runMonthMode(process.argv.slice(2)))
   const opts = parseOptions(process.argv.slice(2))
   const cpus = availableParallelism()
   const wrkV = wrkVersion()

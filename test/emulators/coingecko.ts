@@ -72,6 +72,8 @@ export interface EmulatorStats {
   readonly byQuery: Readonly<Record<string, number>>
   /** Most API calls being answered at the same time. */
   readonly maxInFlight: number
+  /** API calls being answered now. */
+  readonly inFlight: number
 }
 
 export interface CoinGeckoEmulator {
@@ -248,7 +250,7 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
     total = 0
     maxInFlight = inFlight
   }
-  const stats = (): EmulatorStats => ({ total, byPath: { ...byPath }, byQuery: { ...byQuery }, maxInFlight })
+  const stats = (): EmulatorStats => ({ total, byPath: { ...byPath }, byQuery: { ...byQuery }, maxInFlight, inFlight })
   const now = () => frozenNow ?? Date.now()
 
   /** The fault to apply to this call, consuming one of `times`. */
