@@ -4,7 +4,7 @@
  */
 import { Context } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, OpenApi } from "effect/http-api"
-import { transformOpenApi } from "./openapi.ts"
+import { transformOpenApi, withRateLimitFields } from "./openapi.ts"
 import {
   InsufficientScope,
   InternalError,
@@ -91,10 +91,11 @@ export class BodyProblems extends HttpApiMiddleware.Service<BodyProblems>()("app
 const publicOperation = (policy: { readonly scope?: Scope; readonly limit?: RateLimitPolicyName }) =>
 <E extends HttpApiEndpoint.Constraint>(endpoint: E): E => {
   // `annotate` returns the same endpoint type; the generic bound cannot say so.
-  let annotated = (endpoint as unknown as HttpApiEndpoint.Top).annotate(PublicOperation, true).annotate(OpenApi.Transform, (op: Record<string, unknown>) => ({
-    ...op,
-    security: policy.scope === undefined ? [{}] : [{}, { oauth2: [policy.scope] }]
-  }))
+  let annotated = (endpoint as unknown as HttpApiEndpoint.Top).annotate(PublicOperation, true).annotate(OpenApi.Transform, (op: Record<string, any>) => {
+    const secured = { ...op, security: policy.scope === undefined ? [{}] : [{}, { oauth2: [policy.scope] }] }
+    // The edge counts a limited operation before answering, so its answers carry the RateLimit fields.
+    return policy.limit === undefined ? secured : withRateLimitFields(secured)
+  })
   if (policy.scope !== undefined) annotated = annotated.annotate(RequiredScope, policy.scope)
   if (policy.limit !== undefined) annotated = annotated.annotate(RateLimitPolicy, policy.limit)
   return annotated as unknown as E
@@ -105,10 +106,13 @@ export class HealthGroup extends HttpApiGroup.make("health", { topLevel: true })
   .add(
     HttpApiEndpoint.get("getHealth", "/api/health", { success: HealthResponse })
       .annotate(OpenApi.Summary, "Report service health")
+      .annotate(OpenApi.Description, "Whether this instance serves, since when and in which environment. Never rate-limited, " +
+        "tokens ignored: a load balancer's probe gets 200 (or 405 for another method), nothing else.")
       .pipe(publicOperation({}))
   )
   .middleware(MethodProblems)
   .annotate(OpenApi.Title, "Health")
+  .annotate(OpenApi.Description, "Liveness of the public API, as load balancers and status pages read it.")
 {}
 
 export class RatesGroup extends HttpApiGroup.make("rates", { topLevel: true })
@@ -119,6 +123,9 @@ export class RatesGroup extends HttpApiGroup.make("rates", { topLevel: true })
       error: [NoValidSymbols, UpstreamError, ServiceUnavailable]
     })
       .annotate(OpenApi.Summary, "Historical exchange rates for cryptocurrency symbols")
+      .annotate(OpenApi.Description, "Daily prices of up to 50 symbols over 1 to 365 days, in a fiat currency. Unknown symbols are " +
+        "listed in `unknown`; none known is a 400. Anonymous callers are limited per address, a token with " +
+        "`rates:read` per client (ten times more).")
       .pipe(publicOperation({ scope: "rates:read", limit: "rates" }))
   )
   // The last one added runs first: OptionalBearer, then body decoding.
@@ -128,6 +135,7 @@ export class RatesGroup extends HttpApiGroup.make("rates", { topLevel: true })
   .middleware(ServerProblems)
   .middleware(MethodProblems)
   .annotate(OpenApi.Title, "Exchange rates")
+  .annotate(OpenApi.Description, "Historical and latest prices of cryptocurrencies (CoinGecko, Coinbase as a second source).")
 {}
 
 export class NewsletterGroup extends HttpApiGroup.make("newsletter", { topLevel: true })
@@ -138,6 +146,8 @@ export class NewsletterGroup extends HttpApiGroup.make("newsletter", { topLevel:
       error: [InvalidEmail, UpstreamError]
     })
       .annotate(OpenApi.Summary, "Subscribe an e-mail address to the newsletter")
+      .annotate(OpenApi.Description, "Forwards the address and locale to the newsletter provider (double opt-in where it offers it). " +
+        "New, pending or already subscribed addresses all get 200, so the answer reveals no subscriber.")
       .pipe(publicOperation({ scope: "subscriptions:write", limit: "subscribe" }))
   )
   .middleware(BodyProblems)
@@ -149,6 +159,7 @@ export class NewsletterGroup extends HttpApiGroup.make("newsletter", { topLevel:
   // Options replace the API's (HttpApi.ts), so every failure is asked for again.
   .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error", errors: "all" })
   .annotate(OpenApi.Title, "Newsletter")
+  .annotate(OpenApi.Description, "Sign-up to the company's newsletter in one of five languages.")
 {}
 
 const oauthError = (status: number) => OAuthErrorBody.pipe(HttpApiSchema.status(status))
@@ -160,16 +171,22 @@ export class OAuthGroup extends HttpApiGroup.make("oauth", { topLevel: true })
       payload: TokenRequest.pipe(HttpApiSchema.asFormUrlEncoded()),
       success: TokenResponse,
       error: [oauthError(400), oauthError(401), oauthError(405), oauthError(413), oauthError(429)]
-    }).annotate(OpenApi.Summary, "Client-credentials grant (RFC 6749 §4.4), HTTP Basic client authentication"),
+    }).annotate(OpenApi.Summary, "Client-credentials grant (RFC 6749 §4.4), HTTP Basic client authentication")
+      .annotate(OpenApi.Description, "Issues a short-lived RFC 9068 access token for approved integrations. Credentials go in " +
+        "HTTP Basic only; every error is `application/json` with the RFC 6749 `error` member. No CORS: a client secret " +
+        "does not belong in a browser."),
     HttpApiEndpoint.get("getAuthorizationServerMetadata", "/.well-known/oauth-authorization-server", {
       success: AuthorizationServerMetadata
-    }).middleware(MethodProblems).annotate(OpenApi.Summary, "RFC 8414 authorization server metadata"),
+    }).middleware(MethodProblems).annotate(OpenApi.Summary, "RFC 8414 authorization server metadata")
+      .annotate(OpenApi.Description, "The issuer, token endpoint, key set and scopes, for OAuth libraries that discover them."),
     HttpApiEndpoint.get("getJwks", "/.well-known/jwks.json", { success: JsonWebKeySet })
       .middleware(MethodProblems)
       .annotate(OpenApi.Summary, "Public keys that sign access tokens")
+      .annotate(OpenApi.Description, "Every published ES256 key (JWK Set), the current one and those still verifying live tokens.")
   )
   .middleware(ServerProblems)
   .annotate(OpenApi.Title, "OAuth 2.0")
+  .annotate(OpenApi.Description, "Client credentials for approved private integrations: a token only raises the rate limit.")
 {}
 
 export class Api extends HttpApi.make("crypto-landing-api")
@@ -181,6 +198,8 @@ export class Api extends HttpApi.make("crypto-landing-api")
     version: "1.0.0",
     description: "Service health, historical exchange rates for crypto symbols and newsletter sign-up. " +
       "Errors are RFC 9457 problem details; see /problems/{code}.",
+    // No open-source licence is granted: the reference states it rather than leaving it unsaid.
+    license: { name: "Proprietary", identifier: "LicenseRef-Proprietary" },
     transform: transformOpenApi
   }))
 {}

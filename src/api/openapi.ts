@@ -6,12 +6,65 @@ import { Scopes } from "./schemas.ts"
 
 type Json = Record<string, any>
 
-const header = (description: string, schema: Json = { type: "string" }) => ({ description, schema })
+/** Response headers the service sends, declared once (components.headers) and referenced where sent. */
+const headers: Json = {
+  "RateLimit-Policy": {
+    description: "The limit counted (draft-ietf-httpapi-ratelimit-headers): `\"<policy>\";q=<requests>;w=<window seconds>`",
+    schema: { type: "string", maxLength: 64 }
+  },
+  RateLimit: {
+    description: "What is left of it: `\"<policy>\";r=<remaining>;t=<seconds until the window resets>`",
+    schema: { type: "string", maxLength: 64 }
+  },
+  "Retry-After": { description: "Seconds to wait before retrying", schema: { type: "integer", format: "int32", minimum: 0 } },
+  Allow: { description: "Methods this path supports", schema: { type: "string", maxLength: 64 } },
+  BearerChallenge: { description: "Bearer challenge (RFC 6750)", schema: { type: "string", maxLength: 256 } },
+  ScopeChallenge: { description: "Bearer challenge naming the scope needed", schema: { type: "string", maxLength: 256 } },
+  BasicChallenge: { description: "Basic challenge", schema: { type: "string", maxLength: 256 } }
+}
+const ref = (name: keyof typeof headers & string) => ({ $ref: `#/components/headers/${name}` })
+const rateLimitFields = { "RateLimit-Policy": ref("RateLimit-Policy"), RateLimit: ref("RateLimit") }
+
+/** Adds headers to a response, keeping those already declared. */
+const declare = (response: Json | undefined, added: Json) => {
+  if (response !== undefined) response.headers = { ...response.headers, ...added }
+}
+
+/**
+ * A rate-limited operation: every answer after the edge's count carries the RateLimit fields. A 405 is
+ * refused before counting, as are a 413 or 415 decided from the request headers alone.
+ */
+export const withRateLimitFields = (op: Json): Json => {
+  for (const [status, response] of Object.entries<Json>(op.responses ?? {})) {
+    if (status !== "405") declare(response, rateLimitFields)
+  }
+  return op
+}
 
 /** The path of the operation with this id in the generated document (the contract states it once). */
 const pathOf = (spec: Json, operationId: string): string | undefined =>
   Object.entries<Json>(spec.paths ?? {}).find(([, item]) =>
     Object.values<Json>(item).some((op) => typeof op === "object" && op?.operationId === operationId))?.[0]
+
+const int32 = 2 ** 31
+
+/**
+ * Rules over every schema of the document: an integer says its width (int32 when its bounds fit, else
+ * int64); a tuple (`prefixItems`) says nothing follows its items (`items: {not: {}}`, the spelling of
+ * `false` that linters reading `items` as a schema object accept).
+ */
+const refineSchemas = (node: unknown): void => {
+  if (Array.isArray(node)) return node.forEach(refineSchemas)
+  if (typeof node !== "object" || node === null) return
+  const schema = node as Json
+  if (schema.type === "integer" && schema.format === undefined) {
+    const fits = typeof schema.minimum === "number" && typeof schema.maximum === "number" &&
+      schema.minimum >= -int32 && schema.maximum < int32
+    schema.format = fits ? "int32" : "int64"
+  }
+  if (schema.type === "array" && Array.isArray(schema.prefixItems) && schema.items === undefined) schema.items = { not: {} }
+  for (const value of Object.values(schema)) refineSchemas(value)
+}
 
 export const transformOpenApi = (spec: Json): Json => {
   const schemes = { ...spec.components?.securitySchemes }
@@ -34,19 +87,15 @@ export const transformOpenApi = (spec: Json): Json => {
     for (const op of Object.values<Json>(item)) {
       if (typeof op !== "object" || op === null || op.responses === undefined) continue
       // The public operations carry their own security (Api.ts, publicOperation).
-      if (op.operationId === "requestToken") op.security = [{ basicClient: [] }]
+      const token = op.operationId === "requestToken"
+      if (token) op.security = [{ basicClient: [] }]
       const r = op.responses
-      if (r["405"]) r["405"].headers = { Allow: header("Methods this path supports") }
-      for (const s of ["429", "503"]) {
-        if (r[s]) r[s].headers = { "Retry-After": header("Seconds to wait", { type: "integer", minimum: 0 }) }
-      }
-      if (r["401"] && op.operationId !== "requestToken") {
-        r["401"].headers = { "WWW-Authenticate": header("Bearer challenge (RFC 6750)") }
-      }
-      if (r["403"]) r["403"].headers = { "WWW-Authenticate": header("Bearer challenge naming the scope needed") }
-      if (r["401"] && op.operationId === "requestToken") {
-        r["401"].headers = { "WWW-Authenticate": header("Basic challenge") }
-      }
+      declare(r["405"], { Allow: ref("Allow") })
+      // Every 429 (the edge's and the token endpoint's) says when to retry and which limit was reached.
+      declare(r["429"], { "Retry-After": ref("Retry-After"), ...rateLimitFields })
+      declare(r["503"], { "Retry-After": ref("Retry-After") })
+      declare(r["401"], { "WWW-Authenticate": ref(token ? "BasicChallenge" : "BearerChallenge") })
+      declare(r["403"], { "WWW-Authenticate": ref("ScopeChallenge") })
     }
   }
   const schemas: Json = { ...spec.components?.schemas }
@@ -60,7 +109,9 @@ export const transformOpenApi = (spec: Json): Json => {
   // Spec §2: the exchange-rate response is an object with additional properties allowed.
   if (schemas.ExchangeRatesResponse) delete schemas.ExchangeRatesResponse.additionalProperties
   schemas.ProblemDetails = genericProblem
-  return { ...spec, components: { ...spec.components, schemas, securitySchemes: schemes } }
+  const components = { ...spec.components, schemas, headers: structuredClone(headers), securitySchemes: schemes }
+  refineSchemas(components)
+  return { ...spec, components }
 }
 
 /** The spec's ProblemDetails table: every member but `instance` required, extensions allowed. */
@@ -69,6 +120,8 @@ const problemSchema = (schema: Json): Json => {
   const status = schema.properties.status?.enum?.[0]
   return {
     ...rest,
+    // Each problem is a ProblemDetails (spec §2) with its own code, status and extension members.
+    allOf: [{ $ref: "#/components/schemas/ProblemDetails" }],
     properties: {
       ...schema.properties,
       type: { ...schema.properties.type, format: "uri-reference" },

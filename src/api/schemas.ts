@@ -24,16 +24,27 @@ export type HealthResponse = typeof HealthResponse.Type
 // ---- exchange rates ------------------------------------------------------------------------------
 
 export const MaxSymbols = 50
+/** Longer than any ticker symbol in use; a longer one is refused (400) rather than looked up. */
+export const MaxSymbolLength = 32
 export const SymbolPattern = /^[A-Za-z0-9._-]+$/u
 
-export const CryptoSymbol = Schema.String.check(Schema.isMinLength(1), Schema.isPattern(SymbolPattern))
+export const CryptoSymbol = Schema.String.check(
+  Schema.isMinLength(1),
+  Schema.isMaxLength(MaxSymbolLength),
+  Schema.isPattern(SymbolPattern)
+)
+
+const MaxCurrencyLength = 10
 
 /** Spec: `cryptos` required, at least one item; additional properties allowed (and ignored). */
 export const ExchangeRatesRequest = Schema.StructWithRest(
   Schema.Struct({
     cryptos: Schema.Array(CryptoSymbol).check(Schema.isMinLength(1), Schema.isMaxLength(MaxSymbols)),
     currency: Schema.optionalKey(
-      Schema.String.check(Schema.isPattern(/^[A-Za-z]{2,10}$/u)).annotate({
+      Schema.String.check(
+        Schema.isMaxLength(MaxCurrencyLength),
+        Schema.isPattern(new RegExp(`^[A-Za-z]{2,${MaxCurrencyLength}}$`, "u"))
+      ).annotate({
         description: "Fiat or quote currency code, case-insensitive (default usd)"
       })
     ),
@@ -110,10 +121,11 @@ export const Locale = Schema.Literals(["es", "en", "fr", "it", "pt"])
 
 /** Spec: additional properties are not allowed (the group sets onExcessProperty: "error"). */
 export const SubscribeRequest = Schema.Struct({
-  email: Schema.String.check(Schema.isMaxLength(254)).annotate({
+  // Annotated before the check, so the document states maxLength beside the format (not under allOf).
+  email: Schema.String.annotate({
     format: "email",
     description: "A deliverable address: no display name, no IP-literal domain, a TLD required"
-  }),
+  }).check(Schema.isMaxLength(254)),
   locale: Locale
 }).annotate({ identifier: "SubscribeRequest", examples: [{ email: "ada.lovelace@example.com", locale: "en" }] })
 export type SubscribeRequest = typeof SubscribeRequest.Type

@@ -101,10 +101,17 @@ export const fromOptional = <A>(value: A | undefined): Result.Result<A, undefine
 
 // ---- variables several groups read ----------------------------------------------------------------
 
-export const AppEnvs = ["development", "test", "staging", "production"] as const
-export type AppEnv = (typeof AppEnvs)[number]
+/** The health `environment`: free text (spec §2), e.g. `eu-canary-2`; exactly `production` is production. */
+export type AppEnv = string
 
-export const appEnv = oneOf("APP_ENV", AppEnvs, "development")
+// Printable: no control, format (bidi, zero-width) or unassigned code points, so logs and pages stay honest.
+const printableEnv = /^[^\p{C}]{1,64}$/u
+
+export const appEnv = parsed(
+  "APP_ENV",
+  "printable text of 1 to 64 characters (no control characters)",
+  (raw) => printableEnv.test(raw) ? Result.succeed(raw) : Result.fail(undefined)
+).pipe(Config.withDefault("development"))
 /** For a cross-field rule of another group: an invalid APP_ENV is reported by AppConfig, not twice. */
 export const isProduction: Effect.Effect<boolean> = Effect.map(Effect.option(appEnv), (e) => Option.getOrUndefined(e) === "production")
 

@@ -19,7 +19,8 @@ import { ProbeRoutes } from "./probes.ts"
 type Json = Record<string, any>
 
 /**
- * The generated document as this deployment serves it: problem `type` URIs absolute (C7), problem
+ * The generated document as this deployment serves it: its address as the server and contact, problem
+ * `type` URIs absolute (C7), problem
  * schemas under their own names (the generator calls them `...Encoded`), each with an example, and
  * integers without the generator's ±(2^53 - 1) bounds, which reference pages turned into examples.
  */
@@ -39,7 +40,13 @@ export const openApiDocument = (publicBaseUrl: string): Json => {
   if (schemas.ProblemDetails !== undefined) {
     schemas.ProblemDetails = { ...schemas.ProblemDetails, examples: [problemExample("not_found", publicBaseUrl)] }
   }
-  return { ...doc, components: { ...doc.components, schemas } }
+  return {
+    ...doc,
+    // This deployment's address: the document is served per configuration.
+    info: { ...doc.info, contact: { name: "API operator (credentials, support)", url: `${publicBaseUrl}/docs` } },
+    servers: [{ url: publicBaseUrl, description: "This deployment (PUBLIC_BASE_URL)" }],
+    components: { ...doc.components, schemas }
+  }
 }
 
 const problemExample = (code: keyof typeof ProblemCatalogue, baseUrl: string) => {

@@ -42,7 +42,7 @@ describe("every bad variable at once", () => {
   it("names each, across every group, one line each, with what it accepts and what it got", async () => {
     const problems = await problemsOf(validateConfiguration, {
       PORT: "abc",
-      APP_ENV: "bogus",
+      APP_ENV: "bad\tenv",
       NEWSLETTER_PROVIDER: "foo",
       CORS_ORIGINS: "https://app.example,https://other.example/path",
       REDIS_URL: "notaurl",
@@ -54,7 +54,7 @@ describe("every bad variable at once", () => {
     })
     expect(problems).toEqual(expect.arrayContaining([
       `PORT: expected an integer from 0 to 65535, got "abc"`,
-      `APP_ENV: expected one of development, test, staging, production, got "bogus"`,
+      `APP_ENV: expected printable text of 1 to 64 characters (no control characters), got "bad\\tenv"`,
       `NEWSLETTER_PROVIDER: expected one of brevo, listmonk, local, got "foo"`,
       expect.stringMatching(/^CORS_ORIGINS: expected .*got "https:\/\/app.example,https:\/\/other.example\/path" \(bad entry "https:\/\/other.example\/path"\)$/),
       expect.stringMatching(/^REDIS_URL: expected a redis:\/\/ or rediss:\/\/ URL, got a value \(not shown: secret\)$/),
@@ -138,9 +138,33 @@ describe("production rules (APP_ENV=production), each in one place", () => {
   })
 
   it("other environments may generate key material", async () => {
-    for (const APP_ENV of ["development", "test", "staging"]) {
+    for (const APP_ENV of ["development", "test", "staging", "eu-canary-2", "Production"]) {
       const oauth = await valueOf(readOAuthConfig, { APP_ENV })
       expect(oauth.signingKeys).toBeUndefined()
+    }
+  })
+})
+
+describe("APP_ENV (C2: free text)", () => {
+  it("is any printable text, trimmed; only `production` exactly is production", async () => {
+    for (const [raw, appEnv, isProduction] of [
+      ["eu-canary-2", "eu-canary-2", false],
+      ["preview-123", "preview-123", false],
+      [" qa ", "qa", false],
+      ["zürich blue", "zürich blue", false],
+      ["production", "production", true],
+      ["Production", "Production", false]
+    ] as const) {
+      expect(await valueOf(readAppConfig, { APP_ENV: raw })).toMatchObject({ appEnv, isProduction })
+    }
+  })
+
+  it("refuses control characters, blank and over 64 characters (empty is unset, as for every variable)", async () => {
+    expect(await valueOf(readAppConfig, { APP_ENV: "" })).toMatchObject({ appEnv: "development" })
+    for (const raw of ["a\u0000b", "line\nbreak", "\u001b[31mred", "bidi\u202eoverride", "   ", "x".repeat(65)]) {
+      expect(await problemsOf(readAppConfig, { APP_ENV: raw })).toEqual([
+        `APP_ENV: expected printable text of 1 to 64 characters (no control characters), got ${JSON.stringify(raw)}`
+      ])
     }
   })
 })

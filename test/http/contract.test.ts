@@ -64,6 +64,8 @@ describe("POST /api/v1/exchange-rates", () => {
     const body = await (await post("/api/v1/exchange-rates", { cryptos: ["BTC", "FOO"] })).json()
     expect(body.rates.map((r: { symbol: string }) => r.symbol)).toEqual(["BTC"])
     expect(body.unknown).toEqual(["FOO"])
+    const longest = await (await post("/api/v1/exchange-rates", { cryptos: ["BTC", "Y".repeat(32)] })).json()
+    expect(longest.unknown).toEqual(["Y".repeat(32)])
   })
 
   it("honours currency and days, and ignores other extra members", async () => {
@@ -84,6 +86,8 @@ describe("POST /api/v1/exchange-rates", () => {
     ["a missing list", {}, "/cryptos"],
     ["a symbol with a space", { cryptos: ["BTC", "B C"] }, "/cryptos/1"],
     ["an empty symbol", { cryptos: [""] }, "/cryptos/0"],
+    ["a symbol over 32 characters (the document's maxLength)", { cryptos: ["BTC", "X".repeat(33)] }, "/cryptos/1"],
+    ["a currency over 10 characters", { cryptos: ["BTC"], currency: "a".repeat(11) }, "/currency"],
     ["a number symbol", { cryptos: [42] }, "/cryptos/0"],
     ["51 symbols", { cryptos: Array.from({ length: 51 }, (_, i) => `S${i}`) }, "/cryptos"],
     ["days 0", { cryptos: ["BTC"], days: 0 }, "/days"],

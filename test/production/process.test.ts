@@ -21,6 +21,25 @@ describe("start-up configuration", () => {
     expect(output).not.toMatch(/\n\s+at /) // a message, not a stack trace
   })
 
+  it("takes any printable APP_ENV as the health environment (C2: free text)", async () => {
+    for (const APP_ENV of ["eu-canary-2", "preview-123"]) {
+      const service = await spawnService({ APP_ENV })
+      running.push(service)
+      const health = await (await fetch(`${service.url}/api/health`)).json()
+      expect(health.environment).toBe(APP_ENV)
+      expect(await service.stop()).toBe(0)
+    }
+  }, 60_000)
+
+  it("refuses an APP_ENV with control characters, blank or too long, naming APP_ENV", async () => {
+    for (const APP_ENV of ["eu\u0007canary", "  ", "x".repeat(65)]) {
+      const { code, output } = await startExpectingFailure({ APP_ENV })
+      expect(code).toBe(1)
+      expect(output).toMatch(/APP_ENV: expected printable text of 1 to 64 characters/)
+      expect(output).not.toMatch(/\n\s+at /)
+    }
+  }, 60_000)
+
   it("refuses the local newsletter list in production, saying which variable to set", async () => {
     const { code, output } = await startExpectingFailure({ APP_ENV: "production" })
     expect(code).toBe(1)
