@@ -19,7 +19,7 @@
  * {"message":"Public rate limit exceeded"}. Errors are `{"message": …}`. Prices: coinbase-data.ts.
  * Control (not rate-limited):
  *   POST /__control  {"mode": "none"|"5xx"|"429"|"hang"|"reset"|"truncated"|"wrong-shape",
- *                     "paths"?: ["/products/BTC-USD"], "times"?: n, "status"?: 5xx,
+ *                     "paths"?: ["/products/BTC-USD", "/products$" (exactly)], "times"?: n, "status"?: 5xx,
  *                     "latency"?: {"/products": ms}, "now"?: ISO | null, "resetStats"?: true,
  *                     "rateLimit"?: false | true (on again: every address starts with a full bucket)}
  *   GET  /__stats    {"total": n, "byPath": {"/products/BTC-USD/candles": n, …}, "byStatus": {"200": n, "429": n},
@@ -37,7 +37,7 @@ export type CoinbaseFaultMode = (typeof coinbaseFaultModes)[number]
 
 export interface CoinbaseFault {
   readonly mode: CoinbaseFaultMode
-  /** Path prefixes the fault applies to; all API paths when absent. */
+  /** Path prefixes the fault applies to ("/products$": that path only); all API paths when absent. */
   readonly paths?: ReadonlyArray<string>
   /** Apply to the next n matching calls only. */
   readonly times?: number
@@ -254,7 +254,9 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
 
   const faultFor = (path: string): CoinbaseFault | undefined => {
     if (fault.mode === "none") return undefined
-    if (fault.paths !== undefined && !fault.paths.some((prefix) => path.startsWith(prefix))) return undefined
+    if (fault.paths !== undefined && !fault.paths.some((prefix) => prefix.endsWith("$") ? path === prefix.slice(0, -1) : path.startsWith(prefix))) {
+      return undefined
+    }
     if (faultsLeft !== undefined) {
       if (faultsLeft <= 0) return undefined
       faultsLeft--
