@@ -6,6 +6,7 @@
 import { Config, Effect } from "effect"
 import { readNewsletterConfig } from "../newsletter/NewsletterConfig.ts"
 import { readOAuthConfig } from "../oauth/OAuthConfig.ts"
+import { readCoinbaseConfig } from "../rates/coinbase/CoinbaseConfig.ts"
 import { readRatesConfig } from "../rates/RatesConfig.ts"
 import { readAppConfig } from "./AppConfig.ts"
 import type { ConfigInvalid } from "./ConfigInvalid.ts"
@@ -14,6 +15,7 @@ import { int, problem, readAll } from "./read.ts"
 export interface ValidConfiguration {
   readonly app: Effect.Success<typeof readAppConfig>
   readonly rates: Effect.Success<typeof readRatesConfig>
+  readonly coinbase: Effect.Success<typeof readCoinbaseConfig>
   readonly newsletter: Effect.Success<typeof readNewsletterConfig>
   readonly oauth: Effect.Success<typeof readOAuthConfig>
   readonly webConcurrency: number
@@ -34,6 +36,7 @@ export const webConcurrency = Effect.gen(function*() {
 export const validateConfiguration: Effect.Effect<ValidConfiguration, ConfigInvalid> = readAll({
   app: readAppConfig,
   rates: readRatesConfig,
+  coinbase: readCoinbaseConfig,
   newsletter: readNewsletterConfig,
   oauth: readOAuthConfig,
   webConcurrency

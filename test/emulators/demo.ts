@@ -1,6 +1,7 @@
 /**
- * `npm run demo`: the whole service offline. Starts the CoinGecko- and Brevo-compatible emulators,
- * registers a demo OAuth client, starts the service against them and prints what to try.
+ * `npm run demo`: the whole service offline. Starts the CoinGecko-, Coinbase- and Brevo-compatible
+ * emulators, registers a demo OAuth client, starts the service against them and prints what to try.
+ * (The Coinbase emulator is started for the second source, which the rates answer does not use yet.)
  *   --port N    service port (default 3000)
  *   --smoke     run one request per endpoint, print the statuses and exit (0 when all are as expected)
  * Everything listens on 127.0.0.1 only; data goes to a fresh temporary DATA_DIR.
@@ -13,6 +14,7 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { startBrevoEmulator } from "./brevo.ts"
+import { startCoinbaseEmulator } from "./coinbase.ts"
 import { startCoinGeckoEmulator } from "./coingecko.ts"
 
 const stop = (code: number, message: string): never => {
@@ -42,6 +44,7 @@ if (problem !== undefined) {
 }
 
 const coingecko = await startCoinGeckoEmulator({ host: "127.0.0.1" })
+const coinbase = await startCoinbaseEmulator({ host: "127.0.0.1" })
 const brevo = await startBrevoEmulator({ host: "127.0.0.1" })
 const dataDir = mkdtempSync(join(tmpdir(), "crypto-api-demo-"))
 const env = {
@@ -51,6 +54,7 @@ const env = {
   PUBLIC_BASE_URL: base,
   DATA_DIR: dataDir,
   COINGECKO_BASE_URL: coingecko.url,
+  COINBASE_BASE_URL: coinbase.url,
   NEWSLETTER_PROVIDER: "brevo",
   BREVO_BASE_URL: brevo.url,
   BREVO_API_KEY: "test-brevo-key",
@@ -70,7 +74,7 @@ const shutdown = async (code: number) => {
     service.kill("SIGTERM")
     await new Promise((resolve) => service!.once("exit", resolve))
   }
-  await Promise.all([coingecko.close(), brevo.close()])
+  await Promise.all([coingecko.close(), coinbase.close(), brevo.close()])
   process.exit(code)
 }
 process.on("SIGINT", () => void shutdown(0))
@@ -133,6 +137,7 @@ if (smoke) {
   say(`
 Demo running offline at ${base}   (Ctrl-C stops everything)
   CoinGecko emulator: ${coingecko.url}
+  Coinbase emulator:  ${coinbase.url}   (for the fallback, not used by the answer yet)
   Brevo emulator:     ${brevo.url}
   Data:               ${dataDir}
 

@@ -1,0 +1,78 @@
+/**
+ * Settings of the second rates source, Coinbase Exchange's public market data (CONTRACT C2 and C4,
+ * "Second source"): where it is and whether it is used, read from the current `ConfigProvider`; every
+ * bad variable is reported by name at start-up (src/config/validate.ts).
+ *
+ * Only the two variables of the contract are read. The rest are Coinbase's documented public limits
+ * (10 requests/s per address, 300 candles a call) and our guards around them: fixed here, overridable
+ * by a test through `CoinbaseConfig.layerWith`.
+ */
+import { Config, Context, Effect, Layer } from "effect"
+import type { ConfigInvalid } from "../../config/ConfigInvalid.ts"
+import { httpUrl, oneOf, readAll } from "../../config/read.ts"
+
+export const COINBASE_EXCHANGE_BASE_URL = "https://api.exchange.coinbase.com"
+
+export const RatesFallbacks = ["coinbase", "none"] as const
+export type RatesFallback = (typeof RatesFallbacks)[number]
+
+export interface CoinbaseConfigShape {
+  /** Coinbase Exchange REST root, no trailing slash. */
+  readonly baseUrl: string
+  /** `coinbase`: majors are answered from Coinbase when CoinGecko cannot; `none`: never asked. */
+  readonly fallback: RatesFallback
+  /** Time allowed for one HTTP attempt (headers and body). */
+  readonly attemptTimeoutMs: number
+  /** Wall-clock budget of one logical call, retries and waits for a rate token included. */
+  readonly requestBudgetMs: number
+  /** Extra attempts after a transient failure (5xx, timeout, connection reset). */
+  readonly retries: number
+  /** First backoff delay; doubles per retry, jittered. */
+  readonly retryBaseDelayMs: number
+  /** Calls in flight at once. */
+  readonly maxConcurrency: number
+  /** Calls a second: Coinbase allows 10 per address (bursts to 15); our bucket never bursts past this. */
+  readonly callsPerSecond: number
+  /** Consecutive failed calls that open the breaker. */
+  readonly breakerFailures: number
+  /** How long an open breaker refuses calls before letting one probe through. */
+  readonly breakerOpenMs: number
+  /** How long nobody calls after a 429 (Coinbase sends no Retry-After; its window is a second). */
+  readonly rateLimitedCoolDownSeconds: number
+  /** How often the product list is reloaded; Coinbase lists and delists pairs rarely. */
+  readonly productsRefreshMs: number
+  /** First wait after the product list failed to load; doubles up to an hour. */
+  readonly productsRetryMs: number
+}
+
+/** The guards, fixed (see the header). */
+export const coinbaseDefaults: Omit<CoinbaseConfigShape, "baseUrl" | "fallback"> = {
+  attemptTimeoutMs: 3_000,
+  requestBudgetMs: 8_000,
+  retries: 2,
+  retryBaseDelayMs: 200,
+  maxConcurrency: 4,
+  callsPerSecond: 10,
+  breakerFailures: 5,
+  breakerOpenMs: 30_000,
+  rateLimitedCoolDownSeconds: 2,
+  productsRefreshMs: 3_600_000,
+  productsRetryMs: 10_000
+}
+
+export const readCoinbaseConfig: Effect.Effect<CoinbaseConfigShape, ConfigInvalid> = Effect.map(
+  readAll({
+    baseUrl: httpUrl("COINBASE_BASE_URL").pipe(Config.withDefault(COINBASE_EXCHANGE_BASE_URL)),
+    fallback: oneOf("RATES_FALLBACK", RatesFallbacks, "coinbase")
+  }),
+  (read) => ({ ...coinbaseDefaults, ...read })
+)
+
+export class CoinbaseConfig extends Context.Service<CoinbaseConfig, CoinbaseConfigShape>()("app/CoinbaseConfig") {
+  /** From the current `ConfigProvider`: the process environment, or a test's (test/support/config.ts). */
+  static readonly layer = Layer.effect(CoinbaseConfig, readCoinbaseConfig)
+
+  /** The variables as read, with some guards replaced (tests: short timeouts, a quick breaker). */
+  static readonly layerWith = (overrides: Partial<CoinbaseConfigShape>) =>
+    Layer.effect(CoinbaseConfig, Effect.map(readCoinbaseConfig, (read) => ({ ...read, ...overrides })))
+}

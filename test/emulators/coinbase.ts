@@ -1,0 +1,390 @@
+/**
+ * A Coinbase Exchange emulator: the documented public market data our second source uses, its public
+ * rate limit, and switchable faults, so the client can be tested over real HTTP.
+ *
+ *   node test/emulators/coinbase.ts --port 4102 [--now ISO]
+ *   prints one JSON line: {"emulator":"coinbase","url":"http://127.0.0.1:4102","control":"…/__control"}
+ *
+ * API (keyless, at the root like api.exchange.coinbase.com):
+ *   GET /products                      every product (online, delisted, trading disabled)
+ *   GET /products/{id}/candles         ?granularity=60|300|900|3600|21600|86400&start&end (ISO 8601 or
+ *                                      epoch seconds; without both, the 300 buckets ending now):
+ *                                      [[time_s, low, high, open, close, volume], …] newest first; more
+ *                                      than 300 buckets → 400; buckets without trades are missing
+ *                                      (XTZ-EUR skips some days; NEAR-EUR has only its last 100 days)
+ *   GET /products/{id}/ticker          {price, time, bid, ask, volume, trade_id, size}, prices as strings
+ *   GET /products/{id}/stats           {open, high, low, last, volume, volume_30day}, strings
+ *   unknown product or path            404 {"message":"NotFound"}
+ * Public limit: 10 requests/s per address, bursts to 15 (a token bucket), then 429
+ * {"message":"Public rate limit exceeded"}. Errors are `{"message": …}`. Prices: coinbase-data.ts.
+ * Control (not rate-limited):
+ *   POST /__control  {"mode": "none"|"5xx"|"429"|"hang"|"reset"|"truncated"|"wrong-shape",
+ *                     "paths"?: ["/products/BTC-USD", "/products$" (exactly)], "times"?: n, "status"?: 5xx,
+ *                     "latency"?: {"/products": ms}, "now"?: ISO | null, "resetStats"?: true,
+ *                     "rateLimit"?: false | true (on again: every address starts with a full bucket)}
+ *   GET  /__stats    {"total": n, "byPath": {"/products/BTC-USD/candles": n, …}, "byStatus": {"200": n, "429": n},
+ *                     "maxInFlight": n}
+ * Imported: `startCoinbaseEmulator({ port?, host?, now?, rateLimit? })`.
+ * Runs on Node's type stripping: erasable TypeScript only, local imports with `.ts`.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
+import type { AddressInfo } from "node:net"
+import { fileURLToPath } from "node:url"
+import { coinbaseCandle, coinbasePrice, DAY_MS, emulatedProductById, emulatedProducts, priceText } from "./coinbase-data.ts"
+
+export const coinbaseFaultModes = ["none", "5xx", "429", "hang", "reset", "truncated", "wrong-shape"] as const
+export type CoinbaseFaultMode = (typeof coinbaseFaultModes)[number]
+
+export interface CoinbaseFault {
+  readonly mode: CoinbaseFaultMode
+  /** Path prefixes the fault applies to ("/products$": that path only); all API paths when absent. */
+  readonly paths?: ReadonlyArray<string>
+  /** Apply to the next n matching calls only. */
+  readonly times?: number
+  /** Status of mode "5xx" (default 503). */
+  readonly status?: number
+}
+
+export interface CoinbaseEmulatorStats {
+  readonly total: number
+  /** API calls per path, refused and faulted ones included. */
+  readonly byPath: Readonly<Record<string, number>>
+  /** API answers per status ("0": none, a hang or a reset). */
+  readonly byStatus: Readonly<Record<string, number>>
+  /** Most API calls being answered at the same time. */
+  readonly maxInFlight: number
+}
+
+export interface CoinbaseEmulator {
+  /** Base URL to use as COINBASE_BASE_URL, e.g. http://127.0.0.1:40123 */
+  readonly url: string
+  readonly port: number
+  setFault(fault: CoinbaseFaultMode | CoinbaseFault): void
+  /** Delay answers on paths starting with `pathPrefix`; 0 removes it. */
+  setLatency(pathPrefix: string, ms: number): void
+  /** Freeze the clock (epoch ms), or undefined for the real clock. */
+  setNow(epochMs: number | undefined): void
+  /** Turn the public rate limit on (every address starts again with a full bucket) or off; on by default. */
+  setRateLimit(on: boolean): void
+  resetStats(): void
+  stats(): CoinbaseEmulatorStats
+  close(): Promise<void>
+}
+
+export interface CoinbaseEmulatorOptions {
+  readonly port?: number
+  readonly host?: string
+  /** A fixed clock (epoch ms) for reproducible answers. */
+  readonly now?: number
+  /** The public rate limit (default on). */
+  readonly rateLimit?: boolean
+}
+
+/** Coinbase's public limit: 10 a second, bursts to 15. */
+const RATE_PER_SECOND = 10
+const BURST = 15
+const GRANULARITIES = new Set([60, 300, 900, 3_600, 21_600, 86_400])
+const MAX_CANDLES = 300
+
+interface Answer {
+  readonly status: number
+  readonly body: unknown
+}
+
+const message = (status: number, text: string): Answer => ({ status, body: { message: text } })
+const NOT_FOUND = message(404, "NotFound")
+
+const sendJson = (res: ServerResponse, status: number, body: unknown) => {
+  const text = JSON.stringify(body)
+  res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text) })
+  res.end(text)
+}
+
+/** ISO 8601 or epoch seconds → epoch ms; NaN when neither. */
+const instantOf = (text: string): number => (/^\d+(\.\d+)?$/.test(text) ? Number(text) * 1000 : Date.parse(text))
+
+const productRow = (id: string) => {
+  const p = emulatedProductById.get(id)!
+  return {
+    id: p.id,
+    base_currency: p.base,
+    quote_currency: p.quote,
+    quote_increment: "0.01",
+    base_increment: "0.00000001",
+    display_name: `${p.base}/${p.quote}`,
+    min_market_funds: "1",
+    margin_enabled: false,
+    post_only: false,
+    limit_only: false,
+    cancel_only: false,
+    status: p.status,
+    status_message: "",
+    trading_disabled: p.tradingDisabled,
+    fx_stablecoin: p.quote === "USDT" || p.quote === "USDC",
+    max_slippage_percentage: "0.03000000",
+    auction_mode: false,
+    high_bid_limit_percentage: ""
+  }
+}
+
+const candles = (id: string, query: URLSearchParams, now: number): Answer => {
+  const granularity = Number(query.get("granularity") ?? Number.NaN)
+  if (!GRANULARITIES.has(granularity)) return message(400, "Unsupported granularity")
+  const stepMs = granularity * 1000
+  const startText = query.get("start")
+  const endText = query.get("end")
+  // Documented: unless both are given, both are ignored and the range ends now.
+  let start: number
+  let end: number
+  if (startText === null || endText === null) {
+    end = now
+    start = Math.floor(now / stepMs) * stepMs - (MAX_CANDLES - 1) * stepMs
+  } else {
+    start = instantOf(startText)
+    end = instantOf(endText)
+    if (!Number.isFinite(start)) return message(400, "Invalid start")
+    if (!Number.isFinite(end)) return message(400, "Invalid end")
+    if (start > end) return message(400, "start must be before end")
+  }
+  const first = Math.floor(start / stepMs) * stepMs
+  if (Math.floor((end - first) / stepMs) + 1 > MAX_CANDLES) {
+    return message(400, "granularity too small for the requested time range. Count of aggregations requested exceeds 300")
+  }
+  const rows = []
+  for (let t = Math.floor(Math.min(end, now) / stepMs) * stepMs; t >= first; t -= stepMs) {
+    const candle = coinbaseCandle(id, t, granularity, now)
+    if (candle !== undefined) rows.push(candle)
+  }
+  return { status: 200, body: rows }
+}
+
+const withMicroseconds = (ms: number) => new Date(ms).toISOString().replace("Z", "123Z")
+
+/** The API itself, faults and limits aside. */
+const answer = (path: string, query: URLSearchParams, now: number): Answer => {
+  if (path === "/products") return { status: 200, body: emulatedProducts.map((p) => productRow(p.id)) }
+  const match = /^\/products\/([^/]+)\/(candles|ticker|stats)$/.exec(path)
+  if (match === null) return NOT_FOUND
+  const id = decodeURIComponent(match[1]!).toUpperCase()
+  if (!emulatedProductById.has(id)) return NOT_FOUND
+  const price = coinbasePrice(id, now)
+  switch (match[2]) {
+    case "candles":
+      return candles(id, query, now)
+    case "ticker":
+      return {
+        status: 200,
+        body: {
+          ask: priceText(Number((price * 1.0001).toPrecision(10))),
+          bid: priceText(Number((price * 0.9999).toPrecision(10))),
+          volume: "12345.67890000",
+          trade_id: Math.floor(now / 1000) % 1_000_000_000,
+          price: priceText(price),
+          size: "0.01000000",
+          // Coinbase writes microseconds.
+          time: withMicroseconds(now)
+        }
+      }
+    default: {
+      const open = coinbasePrice(id, now - DAY_MS)
+      const middle = coinbasePrice(id, now - DAY_MS / 2)
+      return {
+        status: 200,
+        body: {
+          open: priceText(open),
+          high: priceText(Math.max(open, middle, price)),
+          low: priceText(Math.min(open, middle, price)),
+          last: priceText(price),
+          volume: "23456.78900000",
+          volume_30day: "701234.56700000"
+        }
+      }
+    }
+  }
+}
+
+export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Promise<CoinbaseEmulator> => {
+  let fault: CoinbaseFault = { mode: "none" }
+  let faultsLeft: number | undefined
+  let frozenNow = options.now
+  let rateLimited = options.rateLimit ?? true
+  const latency = new Map<string, number>()
+  const buckets = new Map<string, { tokens: number; at: number }>()
+  let byPath: Record<string, number> = {}
+  let byStatus: Record<string, number> = {}
+  let total = 0
+  let inFlight = 0
+  let maxInFlight = 0
+
+  const setFault = (next: CoinbaseFaultMode | CoinbaseFault) => {
+    const parsed = typeof next === "string" ? { mode: next } : next
+    if (!coinbaseFaultModes.includes(parsed.mode)) throw new Error(`unknown fault mode ${String(parsed.mode)}`)
+    fault = parsed
+    faultsLeft = parsed.times
+  }
+  const setLatency = (prefix: string, ms: number) => {
+    if (!(ms > 0)) latency.delete(prefix)
+    else latency.set(prefix, ms)
+  }
+  const setRateLimit = (on: boolean) => {
+    rateLimited = on
+    buckets.clear()
+  }
+  const resetStats = () => {
+    byPath = {}
+    byStatus = {}
+    total = 0
+    maxInFlight = inFlight
+  }
+  const stats = (): CoinbaseEmulatorStats => ({ total, byPath: { ...byPath }, byStatus: { ...byStatus }, maxInFlight })
+  const now = () => frozenNow ?? Date.now()
+
+  /** The address's token bucket, on the real clock (a frozen `now` is for prices only). */
+  const admitted = (address: string) => {
+    if (!rateLimited) return true
+    const at = performance.now()
+    const bucket = buckets.get(address) ?? { tokens: BURST, at }
+    bucket.tokens = Math.min(BURST, bucket.tokens + ((at - bucket.at) / 1000) * RATE_PER_SECOND)
+    bucket.at = at
+    buckets.set(address, bucket)
+    if (bucket.tokens < 1) return false
+    bucket.tokens -= 1
+    return true
+  }
+
+  const faultFor = (path: string): CoinbaseFault | undefined => {
+    if (fault.mode === "none") return undefined
+    if (fault.paths !== undefined && !fault.paths.some((prefix) => prefix.endsWith("$") ? path === prefix.slice(0, -1) : path.startsWith(prefix))) {
+      return undefined
+    }
+    if (faultsLeft !== undefined) {
+      if (faultsLeft <= 0) return undefined
+      faultsLeft--
+    }
+    return fault
+  }
+
+  const handleControl = async (req: IncomingMessage, res: ServerResponse, path: string) => {
+    if (path === "/__stats" && req.method === "GET") return sendJson(res, 200, stats())
+    if (path !== "/__control" || req.method !== "POST") return sendJson(res, 404, { message: "NotFound" })
+    let body: Record<string, unknown>
+    try {
+      const chunks: Array<Buffer> = []
+      for await (const chunk of req) chunks.push(chunk as Buffer)
+      body = JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}") as Record<string, unknown>
+    } catch {
+      return sendJson(res, 400, { message: "control body must be JSON" })
+    }
+    try {
+      if (body.mode !== undefined) setFault(body as unknown as CoinbaseFault)
+      if (body.latency !== undefined) {
+        for (const [prefix, ms] of Object.entries(body.latency as Record<string, number>)) setLatency(prefix, ms)
+      }
+      if (body.now !== undefined) frozenNow = body.now === null ? undefined : Date.parse(String(body.now))
+      if (body.resetStats === true) resetStats()
+      if (typeof body.rateLimit === "boolean") setRateLimit(body.rateLimit)
+    } catch (error) {
+      return sendJson(res, 400, { message: String(error) })
+    }
+    return sendJson(res, 200, { fault, latency: Object.fromEntries(latency), now: new Date(now()).toISOString(), rateLimit: rateLimited })
+  }
+
+  const handleApi = async (req: IncomingMessage, res: ServerResponse, path: string, query: URLSearchParams) => {
+    total++
+    byPath[path] = (byPath[path] ?? 0) + 1
+    inFlight++
+    maxInFlight = Math.max(maxInFlight, inFlight)
+    let status = 0
+    res.on("close", () => {
+      inFlight--
+      byStatus[status] = (byStatus[status] ?? 0) + 1
+    })
+    const reply = (code: number, body: unknown) => {
+      status = code
+      sendJson(res, code, body)
+    }
+    if (!admitted(req.socket.remoteAddress ?? "")) return reply(429, { message: "Public rate limit exceeded" })
+
+    const delay = [...latency].find(([prefix]) => path.startsWith(prefix))?.[1]
+    if (delay !== undefined) await new Promise((resolve) => setTimeout(resolve, delay))
+
+    if (req.method !== "GET") return reply(405, { message: "method not allowed" })
+    const active = faultFor(path)
+    switch (active?.mode) {
+      case "5xx":
+        return reply(active.status ?? 503, { message: "Service Unavailable" })
+      case "429":
+        return reply(429, { message: "Public rate limit exceeded" })
+      case "hang":
+        return // never answers; close() ends the connection
+      case "reset":
+        return req.socket.destroy()
+      default:
+        break
+    }
+    const result = answer(path, query, now())
+    if (active?.mode === "truncated" && result.status === 200) {
+      const text = JSON.stringify(result.body)
+      status = 200
+      res.writeHead(200, { "content-type": "application/json; charset=utf-8" })
+      return res.end(text.slice(0, Math.max(1, Math.floor(text.length / 2))))
+    }
+    if (active?.mode === "wrong-shape" && result.status === 200) return reply(200, { data: result.body })
+    return reply(result.status, result.body)
+  }
+
+  const server = createServer((req, res) => {
+    const url = new URL(req.url ?? "/", "http://emulator.invalid")
+    const task = url.pathname.startsWith("/__")
+      ? handleControl(req, res, url.pathname)
+      : handleApi(req, res, url.pathname, url.searchParams)
+    task.catch((error: unknown) => {
+      if (!res.headersSent) sendJson(res, 500, { message: String(error) })
+      else res.destroy()
+    })
+  })
+
+  return new Promise((resolve, reject) => {
+    server.once("error", reject)
+    server.listen(options.port ?? 0, options.host ?? "127.0.0.1", () => {
+      const address = server.address() as AddressInfo
+      const host = address.family === "IPv6" ? `[${address.address}]` : address.address
+      resolve({
+        url: `http://${host}:${address.port}`,
+        port: address.port,
+        setFault,
+        setLatency,
+        setNow: (epochMs) => {
+          frozenNow = epochMs
+        },
+        setRateLimit,
+        resetStats,
+        stats,
+        close: () =>
+          new Promise<void>((done) => {
+            server.close(() => done())
+            // Hanging requests would keep close() waiting forever.
+            server.closeAllConnections()
+          })
+      })
+    })
+  })
+}
+
+// Standalone: node test/emulators/coinbase.ts --port 4102 [--now 2026-11-22T10:00:00Z]
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const argument = (name: string) => {
+    const i = process.argv.indexOf(name)
+    return i === -1 ? undefined : process.argv[i + 1]
+  }
+  const nowArg = argument("--now")
+  const emulator = await startCoinbaseEmulator({
+    port: Number(argument("--port") ?? 4102),
+    ...(nowArg === undefined ? {} : { now: Date.parse(nowArg) })
+  })
+  // One JSON line, like the other emulators in this repo, so scripts can read the URL.
+  process.stdout.write(`${JSON.stringify({ emulator: "coinbase", url: emulator.url, control: `${emulator.url}/__control` })}\n`)
+  const stop = () => void emulator.close().then(() => process.exit(0))
+  process.once("SIGINT", stop)
+  process.once("SIGTERM", stop)
+}
