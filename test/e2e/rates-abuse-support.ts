@@ -1,4 +1,3 @@
-import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
 /**
  * Shared set-up of the rates abuse tests (issue 13): the whole app over a socket with the live CoinGecko
  * Layer against the emulator, callers told apart by X-Forwarded-For (TRUST_PROXY), and junk requests.
@@ -10,6 +9,7 @@ import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
 import type { RatesProvider } from "../../src/rates/RatesProvider.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { configFrom, type Env } from "../support/config.ts"
+import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
 
 /** The live provider with the production defaults, but for `env`. */
 export const liveRatesLayer = (emulator: CoinGeckoEmulator, env: Env = {}): Layer.Layer<RatesProvider, unknown> =>

@@ -1,4 +1,3 @@
-import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
 /**
  * POST /api/v1/exchange-rates end to end: the HTTP app over a socket, the live CoinGecko Layer
  * with its production timeouts, and the CoinGecko emulator over real HTTP (CONTRACT C4).
@@ -12,6 +11,7 @@ import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { configFrom } from "../support/config.ts"
 import { expectProblem } from "../support/problems.ts"
+import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
 
 let emulator: CoinGeckoEmulator
 let app: TestApp

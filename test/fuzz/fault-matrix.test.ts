@@ -1,4 +1,3 @@
-import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
 /**
  * Every upstream fault mode × every upstream call an operation makes, through the HTTP app with the
  * live upstream Layers (short timeouts) against the emulators: CoinGecko's modes on the two calls
@@ -23,6 +22,7 @@ import { type Checked, expectNoViolations } from "./support/harness.ts"
 import { send } from "./support/http.ts"
 import { jsonOf, violationsOf } from "./support/invariants.ts"
 import { loadOpenApi, type OpenApiModel } from "./support/openapi.ts"
+import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
 
 const NOW = Date.UTC(2026, 10, 22, 10, 30)
 /** Upstream budget per request (COINGECKO_REQUEST_BUDGET_MS) and the newsletter deadline, plus slack. */

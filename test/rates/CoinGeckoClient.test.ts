@@ -1,4 +1,3 @@
-import { MonthlyBudget } from "../../src/rates/credits/MonthlyBudget.ts"
 /**
  * The upstream client's reading of CoinGecko answers, with canned responses from a stand-in HttpClient
  * (a Layer swap): error shapes, Retry-After forms, key headers, and request parameters.
@@ -9,6 +8,7 @@ import { HttpClient, HttpClientResponse } from "effect/http"
 import { configFrom, type Env } from "../support/config.ts"
 import { CoinGeckoClient, type CoinGeckoError, layerUpstreamGuardsMemory } from "../../src/rates/CoinGeckoClient.ts"
 import { RatesConfig } from "../../src/rates/RatesConfig.ts"
+import { MonthlyBudget } from "../../src/rates/credits/MonthlyBudget.ts"
 
 interface Seen {
   readonly url: URL

@@ -1,4 +1,3 @@
-import { MonthlyBudget } from "../../src/rates/credits/MonthlyBudget.ts"
 /**
  * The cache-hit path: nothing upstream is built, cached entries are validated once, the answer says
  * until when it holds (`freshUntil`), and its HTTP body is exactly what the `ExchangeRatesResponse`
@@ -18,6 +17,7 @@ import { RatesCache } from "../../src/rates/RatesCache.ts"
 import { RatesProvider, type RatesQuery, type RatesResult } from "../../src/rates/RatesProvider.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { EMULATOR_NOW, makeAgeableCache, ratesConfigFrom } from "./helpers.ts"
+import { MonthlyBudget } from "../../src/rates/credits/MonthlyBudget.ts"
 
 // ---------------------------------------------------------------------------------------------------
 // An upstream stub that counts how often each call is *built* (not run): a hit must build none.

@@ -1,6 +1,3 @@
-import { planFor } from "../../src/rates/credits/monthlyCredits.ts"
-import { PRICES_SHARE } from "../../src/rates/refreshPacer.ts"
-import { layerRedis as layerSharedCell } from "../../src/platform/durableCell/redis.ts"
 /**
  * Several instances sharing state through a real Redis (REDIS_URL deployments): one instance's
  * upstream fetch serves the others, and the calls-per-minute budget is one budget for all.
@@ -20,6 +17,9 @@ import { configFrom, type Env } from "../support/config.ts"
 import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
 import { RatesProvider, type RatesQuery } from "../../src/rates/RatesProvider.ts"
 import { EMULATOR_NOW, healthyEnv } from "./helpers.ts"
+import { planFor } from "../../src/rates/credits/monthlyCredits.ts"
+import { PRICES_SHARE } from "../../src/rates/refreshPacer.ts"
+import { layerRedis as layerSharedCell } from "../../src/platform/durableCell/redis.ts"
 
 const freePort = () =>
   new Promise<number>((resolve, reject) => {

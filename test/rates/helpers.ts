@@ -1,5 +1,3 @@
-import { MonthlyBudget } from "../../src/rates/credits/MonthlyBudget.ts"
-import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
 /**
  * Shared set-up for the rates tests: the live CoinGecko Layer over real HTTP against the emulator,
  * with short timeouts so every fault case finishes in about a second.
@@ -12,6 +10,8 @@ import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
 import { RatesCache, type RatesCacheShape } from "../../src/rates/RatesCache.ts"
 import { RatesConfig } from "../../src/rates/RatesConfig.ts"
 import { RatesProvider, type RatesQuery } from "../../src/rates/RatesProvider.ts"
+import { MonthlyBudget } from "../../src/rates/credits/MonthlyBudget.ts"
+import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
 
 /** The emulator's frozen clock in most tests: 2026-11-22T10:00:00Z. */
 export const EMULATOR_NOW = Date.UTC(2026, 10, 22, 10, 0, 0)

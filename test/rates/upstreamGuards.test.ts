@@ -1,4 +1,3 @@
-import { MonthlyBudget } from "../../src/rates/credits/MonthlyBudget.ts"
 /**
  * The guards of upstream calls (upstreamGuards.ts, CoinGeckoClient.ts), with a stand-in HttpClient that
  * counts calls: a caller's share, the cold pool kept apart from refreshes, retries charged to no one's
@@ -11,6 +10,7 @@ import { configFrom, type Env } from "../support/config.ts"
 import { CoinGeckoClient, layerUpstreamGuardsMemory } from "../../src/rates/CoinGeckoClient.ts"
 import { RatesConfig } from "../../src/rates/RatesConfig.ts"
 import { chargeFor, CurrentCharge } from "../../src/rates/upstreamGuards.ts"
+import { MonthlyBudget } from "../../src/rates/credits/MonthlyBudget.ts"
 
 /** A client whose upstream answers `status` (a chart when 200), counting calls. */
 const clientWith = (env: Env, answer: () => number = () => 200) => {
