@@ -124,7 +124,7 @@ export interface MonthResult {
   readonly wallSeconds: number
 }
 
-const simulateMonth = async (perMonth: number, opts: MonthOptions): Promise<MonthResult> => {
+export const simulateMonth = async (perMonth: number, opts: MonthOptions): Promise<MonthResult> => {
   const emulator = await startCoinGeckoEmulator({ host: "127.0.0.1", now: START })
   const dataDir = mkdtempSync(join(tmpdir(), "bench-month-"))
   const sim = simulatedClock(START)
