@@ -2,47 +2,14 @@
  * `npm run bench -- --month` (issue 21): a month of a landing page's traffic through the service and the
  * CoinGecko emulator on a simulated clock, per plan, to count the credits CoinGecko would bill.
  *
- * The service (src/server.ts `ServerLive`, the live rates provider, its credit ledger and history under a
- * temp DATA_DIR) runs in this process with Effect's Clock replaced by one this loop sets: every step
- * (`--step-s`, 20 by default) the clock and the emulator's clock move on, and the landing page's three
- * queries are asked over real HTTP, each from one of 200 addresses (X-Forwarded-For, TRUST_PROXY=true).
- * Waits (timeouts, retries) still take real time; nothing else sleeps. Credits are the emulator's count of
- * the calls it answered (one credit a call, what CoinGecko bills), over `--days` days (30) from
- * 2026-11-01T00:00Z. Printed per plan (Demo 10,000, Basic 100,000): credits spent, and per day at most,
+ * The simulation is test/support/simulatedMonth.ts: a step every `--step-s` (20) simulated seconds, over
+ * `--days` days (30) from 2026-11-01T00:00Z. Printed per plan (Demo 10,000, Basic 100,000): credits spent, and per day at most,
  * the refresh interval reached, the oldest prices served (now − asOf), the share of answers that were 200.
  *
  *   npm run bench -- --month [--step-s 20] [--days 30] [--plans 10000,100000]
  */
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { Clock, Context, Duration, Effect, Exit, Layer, References, Scope } from "effect"
-import { HttpServer } from "effect/http"
-import { AppConfig } from "../../src/config/AppConfig.ts"
-import { RequestCounter } from "../../src/http/rateLimit.ts"
-import { NewsletterMemory } from "../../src/newsletter/memory.ts"
-import { OAuth } from "../../src/oauth/OAuth.ts"
-import { AccessLog } from "../../src/observability/AccessLog.ts"
-import { metricsText } from "../../src/observability/metrics.ts"
-import { DurableCell } from "../../src/platform/durableCell/DurableCell.ts"
-import * as DurableCells from "../../src/platform/durableCell/layer.ts"
-import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
-import { ServerLive } from "../../src/server.ts"
-import { startCoinGeckoEmulator } from "../emulators/coingecko.ts"
-import { configFrom } from "../support/config.ts"
+import { ADDRESSES, LANDING_PAGE, MONTH_START, type MonthResult, simulateMonth } from "../support/simulatedMonth.ts"
 import { fail, fmtInt, round } from "./common.ts"
-
-/** The landing page of issue 21: three queries, asked over and over. */
-export const LANDING_PAGE = [
-  { cryptos: ["BTC", "ETH", "SOL"], days: 7 },
-  { cryptos: ["BTC"], days: 30 },
-  { cryptos: ["BTC", "ETH"], currency: "eur", days: 7 }
-] as const
-
-const START = Date.parse("2026-11-01T00:00:00Z")
-const DAY_MS = 86_400_000
-const ADDRESSES = 200
 
 export interface MonthOptions {
   readonly stepSeconds: number
@@ -67,172 +34,11 @@ export const parseMonthOptions = (argv: ReadonlyArray<string>): MonthOptions => 
   return { stepSeconds: int("step-s", 20, 1, 3_600), days: int("days", 30, 1, 31), plans }
 }
 
-/** Effect's Clock, told the time by this loop; waits are real. */
-const simulatedClock = (start: number) => {
-  let now = start
-  const clock: Clock.Clock = {
-    currentTimeMillisUnsafe: () => now,
-    currentTimeMillis: Effect.sync(() => now),
-    currentTimeNanosUnsafe: () => BigInt(now) * 1_000_000n,
-    currentTimeNanos: Effect.sync(() => BigInt(now) * 1_000_000n),
-    monotonicTimeNanosUnsafe: () => process.hrtime.bigint(),
-    monotonicTimeNanos: Effect.sync(() => process.hrtime.bigint()),
-    sleep: (duration) =>
-      Effect.callback<void>((resume) => {
-        const handle = setTimeout(() => resume(Effect.void), Math.max(0, Duration.toMillis(duration)))
-        return Effect.sync(() => clearTimeout(handle))
-      })
-  }
-  return { clock, set: (epochMs: number) => void (now = epochMs) }
-}
-
-/** The credit ledger as the service has it (files under DATA_DIR), counting the operations under way. */
-const countingCell = () => {
-  let pending = 0
-  let started = 0
-  const counted = <A, E>(effect: Effect.Effect<A, E>) =>
-    Effect.suspend(() => {
-      pending++
-      started++
-      return Effect.ensuring(effect, Effect.sync(() => void pending--))
-    })
-  const layer = Layer.effect(
-    DurableCell,
-    Effect.map(Effect.service(DurableCell), (cell) => ({
-      ...cell,
-      get: (name: string) => counted(cell.get(name)),
-      compareAndSet: (name: string, expected: string | undefined, next: string) => counted(cell.compareAndSet(name, expected, next))
-    }))
-  ).pipe(Layer.provide(DurableCells.layerDataDir))
-  return { layer, pending: () => pending, started: () => started }
-}
-
-const gauge = (name: string): number | undefined => {
-  const match = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, "m").exec(metricsText())
-  return match === null ? undefined : Number(match[1])
-}
-
-export interface MonthResult {
-  readonly perMonth: number
-  readonly requests: number
-  readonly ok: number
-  readonly statuses: Record<string, number>
-  readonly credits: number
-  readonly maxCreditsInADay: number
-  readonly refreshIntervalSeconds: { readonly last: number | undefined; readonly max: number }
-  readonly oldestPricesSeconds: number
-  readonly wallSeconds: number
-}
-
-export const simulateMonth = async (perMonth: number, opts: MonthOptions): Promise<MonthResult> => {
-  const emulator = await startCoinGeckoEmulator({ host: "127.0.0.1", now: START })
-  const dataDir = mkdtempSync(join(tmpdir(), "bench-month-"))
-  const sim = simulatedClock(START)
-  const ledger = countingCell()
-  const activity = () => `${ledger.started()}:${emulator.stats().total}`
-  const env = {
-    COINGECKO_BASE_URL: emulator.url,
-    COINGECKO_CALLS_PER_MONTH: String(perMonth),
-    DATA_DIR: dataDir,
-    TRUST_PROXY: "true",
-    RATE_LIMIT_RATES_PER_MIN: "1000000000",
-    PUBLIC_BASE_URL: "http://127.0.0.1"
-  }
-  const services = Layer.mergeAll(
-    CoinGeckoRates.layer.pipe(Layer.provide(ledger.layer)),
-    NewsletterMemory.layer,
-    OAuth.layerTest(),
-    AccessLog.silent,
-    RequestCounter.layerMemory
-  ).pipe(Layer.provide(NodeHttpClient.layerUndici), Layer.provideMerge(AppConfig.layer), Layer.provide(configFrom(env)))
-  const server = ServerLive({ services, port: 0, host: "127.0.0.1", quiet: true }).pipe(
-    Layer.provide(Layer.succeed(Clock.Clock)(sim.clock)),
-    Layer.provide(process.env.MONTH_DEBUG ? Layer.succeed(References.MinimumLogLevel)("Debug") : Layer.empty)
-  )
-  const scope = await Effect.runPromise(Scope.make())
-  const started = performance.now()
-  try {
-    const context = await Effect.runPromise(Layer.buildWithScope(server, scope))
-    const address = Context.get(context, HttpServer.HttpServer).address
-    if (address._tag === "UnixPathAddress") fail("month mode: the service listens on a unix socket")
-    const url = `http://127.0.0.1:${address.port}/api/v1/exchange-rates`
-    const bodies = LANDING_PAGE.map((query) => JSON.stringify(query))
-    const statuses: Record<string, number> = {}
-    let requests = 0
-    let ok = 0
-    let oldest = 0
-    let maxInterval = 0
-    let maxCreditsInADay = 0
-    let creditsAtDayStart = 0
-    let day = 0
-    const end = START + opts.days * DAY_MS
-    for (let now = START, step = 0; now < end; now += opts.stepSeconds * 1000, step++) {
-      sim.set(now)
-      emulator.setNow(now)
-      const answers = await Promise.all(bodies.map(async (body, i) => {
-        const response = await fetch(url, {
-          method: "POST",
-          headers: { "content-type": "application/json", "x-forwarded-for": `198.51.100.${(step * bodies.length + i) % ADDRESSES}` },
-          body
-        })
-        return { status: response.status, body: await response.text() }
-      }))
-      // Work the answers started (background refreshes) ends before the clock moves on, as it would
-      // within a real step's seconds: the simulation must not outrun the service's own I/O. Every
-      // upstream call goes through the ledger first, so quiet ledger and emulator mean no work under way.
-      for (let checks = 0, quiet = 0, seen = activity(); quiet < 2 && checks < 2_000; checks++) {
-        await new Promise((resolve) => setImmediate(resolve))
-        const now = activity()
-        if (now === seen && ledger.pending() === 0 && emulator.stats().inFlight === 0) quiet++
-        else if (now !== seen || quiet === 0) {
-          quiet = 0
-          seen = now
-          await new Promise((resolve) => setTimeout(resolve, 1))
-        }
-      }
-      for (const answer of answers) {
-        requests++
-        statuses[answer.status] = (statuses[answer.status] ?? 0) + 1
-        if (answer.status !== 200) continue
-        ok++
-        const asOf = Date.parse((JSON.parse(answer.body) as { asOf: string }).asOf)
-        oldest = Math.max(oldest, now - asOf)
-        if (process.env.MONTH_DEBUG && now - asOf > Number(process.env.MONTH_DEBUG) * 60_000) process.stdout.write(`${new Date(now).toISOString()} ${answer.body.slice(0, 160)} calls=${emulator.stats().total}\n`)
-      }
-      if (step % 180 === 0) maxInterval = Math.max(maxInterval, gauge("rates_refresh_interval_seconds") ?? 0)
-      const today = Math.floor((now - START) / DAY_MS)
-      if (today !== day) {
-        const credits = emulator.stats().total
-        maxCreditsInADay = Math.max(maxCreditsInADay, credits - creditsAtDayStart)
-        creditsAtDayStart = credits
-        day = today
-      }
-    }
-    const credits = emulator.stats().total
-    maxCreditsInADay = Math.max(maxCreditsInADay, credits - creditsAtDayStart)
-    return {
-      perMonth,
-      requests,
-      ok,
-      statuses,
-      credits,
-      maxCreditsInADay,
-      refreshIntervalSeconds: { last: gauge("rates_refresh_interval_seconds"), max: maxInterval },
-      oldestPricesSeconds: Math.round(oldest / 1000),
-      wallSeconds: round((performance.now() - started) / 1000, 1)
-    }
-  } finally {
-    await Effect.runPromise(Scope.close(scope, Exit.void))
-    await emulator.close()
-    rmSync(dataDir, { recursive: true, force: true })
-  }
-}
-
 export const runMonthMode = async (argv: ReadonlyArray<string>) => {
   const opts = parseMonthOptions(argv)
   process.stdout.write(
     `month mode: the landing page's ${LANDING_PAGE.length} queries every ${opts.stepSeconds} s of simulated time from ` +
-      `${ADDRESSES} addresses, ${opts.days} days from ${new Date(START).toISOString()}, against the CoinGecko emulator\n`
+      `${ADDRESSES} addresses, ${opts.days} days from ${new Date(MONTH_START).toISOString()}, against the CoinGecko emulator\n`
   )
   const results: Array<MonthResult> = []
   for (const perMonth of opts.plans) {
