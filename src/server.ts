@@ -24,16 +24,23 @@ import { AccessLog } from "./observability/AccessLog.ts"
 import { MetricsServer } from "./observability/metrics.ts"
 import { RatesAnswerMemo } from "./rates/answerMemo.ts"
 import * as CoinGeckoRates from "./rates/CoinGeckoRates.ts"
+import * as RatesHistory from "./rates/history/history.ts"
 
 /**
  * Memory by default. With REDIS_URL, what all instances must share lives in Redis: rate-limit
  * counts, the token endpoint's failure counts, the rates cache, the upstream call budget and circuit breaker.
+ * The rates history is durable either way: PostgreSQL with DATABASE_URL (the OAuth tables' one pool),
+ * else files under DATA_DIR.
  */
 const Stateful = Layer.unwrap(
   Effect.map(AppConfig, ({ redisUrl, redisKeyPrefix }) =>
     redisUrl === undefined
-      ? Layer.mergeAll(RequestCounter.layerMemory, CoinGeckoRates.layer, OAuth.layer)
-      : Layer.mergeAll(RequestCounter.layerRedis, CoinGeckoRates.layerRedis(redisKeyPrefix), OAuth.layerRedis).pipe(Layer.provide(Layer.unwrap(
+      ? Layer.mergeAll(RequestCounter.layerMemory, CoinGeckoRates.layer.pipe(Layer.provide(RatesHistory.layer)), OAuth.layer)
+      : Layer.mergeAll(
+        RequestCounter.layerRedis,
+        CoinGeckoRates.layerRedis(redisKeyPrefix).pipe(Layer.provide(RatesHistory.layer)),
+        OAuth.layerRedis
+      ).pipe(Layer.provide(Layer.unwrap(
         // Imported only when configured: the Redis client is ~500 modules, 7-20 MB of RSS.
         Effect.promise(() => import("./redis.ts")).pipe(Effect.map(({ RedisLive }) => RedisLive(redisUrl)))
       ))))

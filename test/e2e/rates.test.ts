@@ -11,6 +11,7 @@ import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { configFrom } from "../support/config.ts"
 import { expectProblem } from "../support/problems.ts"
+import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
 
 let emulator: CoinGeckoEmulator
 let app: TestApp
@@ -21,7 +22,7 @@ beforeAll(async () => {
   // Production settings but for the breaker, which would otherwise open during the fault matrix.
   const rates = CoinGeckoRates.layer.pipe(
     Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_BREAKER_FAILURES: "1000", COINGECKO_CALLS_PER_MIN: "10000" })),
-    Layer.provide(NodeHttpClient.layerUndici)
+    Layer.provide(Layer.merge(NodeHttpClient.layerUndici, RatesHistory.layerMemory))
   )
   app = await startTestApp({ rates })
 })
@@ -79,7 +80,7 @@ describe("exchange rates against the CoinGecko emulator", () => {
     const shortLived = await startTestApp({
       rates: CoinGeckoRates.layer.pipe(
         Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_LATEST_TTL_S: "1" })),
-        Layer.provide(NodeHttpClient.layerUndici)
+        Layer.provide(Layer.merge(NodeHttpClient.layerUndici, RatesHistory.layerMemory))
       )
     })
     try {

@@ -17,6 +17,7 @@ import { configFrom, type Env } from "../support/config.ts"
 import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
 import { RatesProvider, type RatesQuery } from "../../src/rates/RatesProvider.ts"
 import { EMULATOR_NOW, healthyEnv } from "./helpers.ts"
+import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
 
 const freePort = () =>
   new Promise<number>((resolve, reject) => {
@@ -61,7 +62,7 @@ const instance = (env: Env, keyPrefix: string) =>
   CoinGeckoRates.layerRedis(keyPrefix).pipe(
     Layer.provide(configFrom(env)),
     Layer.provideMerge(NodeRedis.layer({ url: redisUrl })),
-    Layer.provide(NodeHttpClient.layerUndici)
+    Layer.provide(Layer.merge(NodeHttpClient.layerUndici, RatesHistory.layerMemory))
   )
 
 /** Removes a test's keys when it ends, in case this is a shared Redis (REDIS_URL). */
@@ -158,7 +159,7 @@ describe.skipIf(!canSpawnRedis && sharedRedisUrl === undefined)("CoinGecko provi
       const lonely = yield* Layer.build(
         CoinGeckoRates.layerRedis("").pipe(
           Layer.provide(configFrom(healthyEnv(emulator.url))),
-          Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, brokenRedis))
+          Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, brokenRedis, RatesHistory.layerMemory))
         )
       )
       const result = yield* askVia(lonely, { symbols: ["SOL"], currency: "usd", days: 7 })

@@ -10,6 +10,7 @@ import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
 import { RatesCache, type RatesCacheShape } from "../../src/rates/RatesCache.ts"
 import { RatesConfig } from "../../src/rates/RatesConfig.ts"
 import { RatesProvider, type RatesQuery } from "../../src/rates/RatesProvider.ts"
+import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
 
 /** The emulator's frozen clock in most tests: 2026-11-22T10:00:00Z. */
 export const EMULATOR_NOW = Date.UTC(2026, 10, 22, 10, 0, 0)
@@ -37,7 +38,7 @@ export const healthyEnv = (baseUrl: string, overrides: Env = {}): Env =>
 
 /** The production Layer wiring, configured from `env`, over Node's real HTTP client. */
 export const liveRates = (env: Env) =>
-  CoinGeckoRates.layer.pipe(Layer.provide(configFrom(env)), Layer.provide(NodeHttpClient.layerUndici))
+  CoinGeckoRates.layer.pipe(Layer.provide(configFrom(env)), Layer.provide(Layer.merge(NodeHttpClient.layerUndici, RatesHistory.layerMemory)))
 
 /** `RatesConfig` read from `env` alone. */
 export const ratesConfigFrom = (env: Env) => RatesConfig.layer.pipe(Layer.provide(configFrom(env)))
@@ -71,7 +72,7 @@ export const makeAgeableCache = () => {
 export const liveRatesWithCache = (env: Env, cache: Layer.Layer<RatesCache>) =>
   CoinGeckoRates.layerNoDeps.pipe(
     Layer.provide(CoinGeckoClient.layerNoDeps),
-    Layer.provide(Layer.mergeAll(ratesConfigFrom(env), cache, layerUpstreamGuardsMemory)),
+    Layer.provide(Layer.mergeAll(ratesConfigFrom(env), cache, layerUpstreamGuardsMemory, RatesHistory.layerMemory)),
     Layer.provide(NodeHttpClient.layerUndici)
   )
 
