@@ -39,7 +39,7 @@ const rates = (body: unknown) =>
     body: JSON.stringify(body)
   })
 
-const chartCalls = (coin: string) => emulator.stats().byPath[`/coins/${coin}/market_chart`] ?? 0
+const chartCalls = (coin: string) => emulator.stats().byPath[`/coins/${coin}/market_chart/range`] ?? 0
 
 describe("exchange rates against the CoinGecko emulator", () => {
   it("returns the emulator's daily closes and latest price for several coins and currencies", async () => {

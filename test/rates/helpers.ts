@@ -4,6 +4,7 @@
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Layer, Option, type Schema } from "effect"
+import { clockLayerFrom } from "../support/clock.ts"
 import { configFrom, type Env } from "../support/config.ts"
 import { CoinGeckoClient, layerUpstreamGuardsMemory } from "../../src/rates/CoinGeckoClient.ts"
 import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
@@ -36,9 +37,18 @@ export const fastEnv = (baseUrl: string, overrides: Env = {}): Env => ({
 export const healthyEnv = (baseUrl: string, overrides: Env = {}): Env =>
   fastEnv(baseUrl, { COINGECKO_TIMEOUT_MS: "3000", COINGECKO_REQUEST_BUDGET_MS: "8000", ...overrides })
 
-/** The production Layer wiring, configured from `env`, over Node's real HTTP client. */
-export const liveRates = (env: Env) =>
-  CoinGeckoRates.layer.pipe(Layer.provide(configFrom(env)), Layer.provide(Layer.merge(NodeHttpClient.layerUndici, RatesHistory.layerMemory)))
+/**
+ * The production Layer wiring, configured from `env`, over Node's real HTTP client, with a history in
+ * memory. With `now`, on a clock that starts there (an emulator frozen at `now` then agrees with the
+ * service on which days are closed); else on the real clock.
+ */
+export const liveRates = (env: Env, now?: number) => {
+  const rates = CoinGeckoRates.layer.pipe(
+    Layer.provide(configFrom(env)),
+    Layer.provide(Layer.merge(NodeHttpClient.layerUndici, RatesHistory.layerMemory))
+  )
+  return now === undefined ? rates : Layer.merge(rates, clockLayerFrom(now))
+}
 
 /** `RatesConfig` read from `env` alone. */
 export const ratesConfigFrom = (env: Env) => RatesConfig.layer.pipe(Layer.provide(configFrom(env)))
