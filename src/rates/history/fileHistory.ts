@@ -38,7 +38,10 @@ export const makeFileHistory = (dataDir: string) =>
       Effect.flatMap(readTextIfExists(file), (text) => {
         if (text === undefined) return Effect.succeed(undefined)
         const decoded = Option.filter(decodeFile(text), isWellFormed)
-        if (Option.isSome(decoded)) return Effect.succeed(decoded.value)
+        if (Option.isSome(decoded)) {
+          const { coveredFrom, coveredTo, points } = decoded.value
+          return Effect.succeed({ coveredFrom, coveredTo, points })
+        }
         if (warned.has(file)) return Effect.succeed(undefined)
         if (warned.size >= WARNED_CAPACITY) warned.clear()
         warned.add(file)

@@ -44,13 +44,15 @@ export const makePostgresHistory = Effect.gen(function*() {
       ),
     write: (coin, currency, source, series) => {
       const inside = series.points.filter(([day]) => day >= series.coveredFrom && day <= series.coveredTo && day % DAY_MS === 0)
-      const days = inside.map(([day]) => day / DAY_MS)
-      const prices = inside.map(([, price]) => price)
+      // As text: the driver infers an array's type from its elements, and the shortest decimal form
+      // of a double reads back as the same double.
+      const days = inside.map(([day]) => String(day / DAY_MS))
+      const prices = inside.map(([, price]) => String(price))
       return sql.withTransaction(Effect.gen(function*() {
         if (days.length > 0) {
           yield* sql`INSERT INTO rates_daily_points (coin, currency, source, day, price)
             SELECT ${coin}, ${currency}, ${source}, DATE '1970-01-01' + d, p
-            FROM unnest(${days}::int[], ${prices}::float8[]) AS t(d, p)
+            FROM unnest(${days}::text[]::int[], ${prices}::text[]::float8[]) AS t(d, p)
             ON CONFLICT DO NOTHING`
         }
         yield* sql`INSERT INTO rates_daily_coverage (coin, currency, source, covered_from, covered_to)
