@@ -1,15 +1,23 @@
 /**
  * A Clock at a chosen instant that moves on in real time, for a service run against an emulator whose
- * clock is frozen there: both then agree on what "today" is (the closed days a series needs).
+ * clock is frozen there: both then agree on what "today" is (the closed days a series needs). A test
+ * can move it on (a day later), as it moves the emulator's.
  */
-import { Clock, Duration, Effect, Layer } from "effect"
+import { Clock, type Duration, Effect, Layer } from "effect"
 
-export const clockFrom = (epochMs: number): Clock.Clock => {
+export interface MovableClock {
+  readonly clock: Clock.Clock
+  /** Provides the clock to whatever it is merged into. */
+  readonly layer: Layer.Layer<never>
+  readonly advance: (ms: number) => void
+}
+
+export const movableClock = (epochMs: number): MovableClock => {
   const real = Clock.Clock.defaultValue()
-  const offset = epochMs - real.currentTimeMillisUnsafe()
+  let offset = epochMs - real.currentTimeMillisUnsafe()
   const millis = () => real.currentTimeMillisUnsafe() + offset
   const nanos = () => BigInt(millis()) * 1_000_000n
-  return {
+  const clock: Clock.Clock = {
     currentTimeMillisUnsafe: millis,
     currentTimeMillis: Effect.sync(millis),
     currentTimeNanosUnsafe: nanos,
@@ -18,7 +26,12 @@ export const clockFrom = (epochMs: number): Clock.Clock => {
     monotonicTimeNanos: real.monotonicTimeNanos,
     sleep: (duration: Duration.Duration) => real.sleep(duration)
   }
+  return {
+    clock,
+    layer: Layer.succeed(Clock.Clock)(clock) as Layer.Layer<never>,
+    advance: (ms) => void (offset += ms)
+  }
 }
 
-/** Provides `clockFrom(epochMs)` to whatever it is merged into. */
-export const clockLayerFrom = (epochMs: number): Layer.Layer<never> => Layer.succeed(Clock.Clock)(clockFrom(epochMs)) as Layer.Layer<never>
+/** Provides a clock starting at `epochMs` to whatever it is merged into. */
+export const clockLayerFrom = (epochMs: number): Layer.Layer<never> => movableClock(epochMs).layer
