@@ -47,6 +47,14 @@ export const missingRanges = (held: HeldSeries | undefined, need: DayRange): Arr
 const CLOSE_TOLERANCE_MS = 10 * 60_000
 /** The range asked is widened by this on both sides, so closes a little off midnight are not cut off. */
 const RANGE_MARGIN_S = 3_600
+/** The Demo plan refuses a `from` older than 365 days (error 10012): never ask closer than this to it. */
+const OLDEST_FROM_MS = 365 * DAY_MS - 10 * 60_000
+
+/** The UNIX seconds asked for `range` at `now`: widened by the margin, but never older than the plan allows. */
+export const askedSeconds = (range: DayRange, now: number) => ({
+  from: Math.max(range.from / 1000 - RANGE_MARGIN_S, Math.ceil((now - OLDEST_FROM_MS) / 1000)),
+  to: range.to / 1000 + RANGE_MARGIN_S
+})
 
 /** The upstream's points → one per day of `range`, at 00:00 UTC (the later one wins), oldest first. */
 export const closesIn = (points: ReadonlyArray<ChartPoint>, range: DayRange): Array<DailyPoint> => {
@@ -98,12 +106,14 @@ export const makeHeldCharts = (history: DailyHistoryShape, upstream: CoinGeckoCl
 
   const fetch = (id: string, currency: string) =>
     Effect.gen(function*() {
-      const need = neededDays(yield* Clock.currentTimeMillis, seriesDays)
+      const now = yield* Clock.currentTimeMillis
+      const need = neededDays(now, seriesDays)
       const held = yield* readHeld(id, currency)
       const missing = missingRanges(held, need)
       const byDay = new Map<number, number>(held === undefined ? [] : within(held.points, need))
       for (const range of missing) {
-        const points = yield* upstream.marketChartRange(id, currency, range.from / 1000 - RANGE_MARGIN_S, range.to / 1000 + RANGE_MARGIN_S)
+        const asked = askedSeconds(range, now)
+        const points = yield* upstream.marketChartRange(id, currency, asked.from, asked.to)
         const closes = closesIn(points, range)
         for (const [day, price] of closes) if (!byDay.has(day)) byDay.set(day, price)
         const added = coveredBy(range, closes, need)

@@ -103,6 +103,15 @@ describe("the series a day later", () => {
     expect(emulator.stats().byPath["/coins/bitcoin/market_chart"]).toBeUndefined()
   }, 30_000)
 
+  it("a cold series late in the UTC day stays within the Demo plan's 365 days", async () => {
+    const late = TODAY + 23 * 3_600_000 + 55 * 60_000
+    emulator.setNow(late)
+    const answer = await ask(instance(tempDataDir(), movableClock(late)), { symbols: ["SOL"], days: 365 })
+    expect(answer.rates[0]!.series.at(-1)).toEqual([TODAY, emulatedPrice("solana", "usd", TODAY)])
+    const [asked] = emulator.stats().ranges
+    expect(asked!.from).toBeGreaterThanOrEqual(seconds(late - 365 * DAY_MS))
+  }, 30_000)
+
   it("a new instance with CoinGecko down serves the held days, stale, when the newest is missing", async () => {
     const dataDir = tempDataDir()
     await ask(instance(dataDir, movableClock(EMULATOR_NOW)), { symbols: ["ETH"], days: 30 })
