@@ -25,19 +25,26 @@ import { MetricsServer } from "./observability/metrics.ts"
 import * as DurableCells from "./platform/durableCell/layer.ts"
 import { RatesAnswerMemo } from "./rates/answerMemo.ts"
 import * as CoinGeckoRates from "./rates/CoinGeckoRates.ts"
+import * as RatesHistory from "./rates/history/history.ts"
 
 /**
  * Memory by default. With REDIS_URL, what all instances must share lives in Redis: rate-limit
- * counts, the token endpoint's failure counts, the rates cache, the upstream call budget and circuit breaker,
- * the month's credits (else kept under DATA_DIR/state, so that a restart adds none).
+ * counts, the token endpoint's failure counts, the rates cache, the upstream call budget and circuit breaker.
+ * Durable either way: the rates history and the month's credits, in PostgreSQL with DATABASE_URL (the
+ * OAuth tables' one pool), else the history in files under DATA_DIR and the credits in Redis when
+ * configured, else in files under DATA_DIR/state (a restart adds no credit).
  */
 const Stateful = Layer.unwrap(
   Effect.map(AppConfig, ({ redisUrl, redisKeyPrefix }) =>
     redisUrl === undefined
-      ? Layer.mergeAll(RequestCounter.layerMemory, CoinGeckoRates.layer.pipe(Layer.provide(DurableCells.layerDataDir)), OAuth.layer)
+      ? Layer.mergeAll(
+        RequestCounter.layerMemory,
+        CoinGeckoRates.layer.pipe(Layer.provide(Layer.mergeAll(RatesHistory.layer, DurableCells.layerDataDir))),
+        OAuth.layer
+      )
       : Layer.mergeAll(
         RequestCounter.layerRedis,
-        CoinGeckoRates.layerRedis(redisKeyPrefix).pipe(Layer.provide(DurableCells.layerSharedRedis)),
+        CoinGeckoRates.layerRedis(redisKeyPrefix).pipe(Layer.provide(Layer.mergeAll(RatesHistory.layer, DurableCells.layerSharedRedis))),
         OAuth.layerRedis
       ).pipe(Layer.provide(Layer.unwrap(
         // Imported only when configured: the Redis client is ~500 modules, 7-20 MB of RSS.

@@ -1,5 +1,5 @@
 /**
- * The CoinGecko HTTP API as we use it: five GET endpoints, each body validated (coinGeckoResponses.ts),
+ * The CoinGecko HTTP API as we use it: six GET endpoints, each body validated (coinGeckoResponses.ts),
  * every upstream misbehaviour a typed `CoinGeckoError` (never a defect).
  *
  * Data calls (latest prices, daily series) are guarded, outermost first:
@@ -49,6 +49,11 @@ export interface CoinGeckoClientShape {
   readonly marketsByIds: (vsCurrency: string, ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<MarketRow>, CoinGeckoError>
   /** `/coins/{id}/market_chart` with daily points; fails with kind not-found for an unknown id. */
   readonly marketChart: (id: string, vsCurrency: string, days: number) => Effect.Effect<ReadonlyArray<ChartPoint>, CoinGeckoError>
+  /**
+   * `/coins/{id}/market_chart/range` with daily points from `fromSeconds` to `toSeconds` (UNIX seconds,
+   * both included): the days a held history lacks. Fails with kind not-found for an unknown id.
+   */
+  readonly marketChartRange: (id: string, vsCurrency: string, fromSeconds: number, toSeconds: number) => Effect.Effect<ReadonlyArray<ChartPoint>, CoinGeckoError>
 }
 
 export class CoinGeckoClient extends Context.Service<CoinGeckoClient, CoinGeckoClientShape>()("app/CoinGeckoClient") {
@@ -225,6 +230,13 @@ const makeCoinGeckoClient = Effect.gen(function*() {
       call("data", `market chart of ${id}`, `/coins/${encodeURIComponent(id)}/market_chart`, {
         vs_currency: vsCurrency,
         days: String(days),
+        interval: "daily"
+      }, decodeMarketChart),
+    marketChartRange: (id, vsCurrency, fromSeconds, toSeconds) =>
+      call("data", `market chart range of ${id}`, `/coins/${encodeURIComponent(id)}/market_chart/range`, {
+        vs_currency: vsCurrency,
+        from: String(fromSeconds),
+        to: String(toSeconds),
         interval: "daily"
       }, decodeMarketChart)
   })

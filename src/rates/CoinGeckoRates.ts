@@ -6,8 +6,9 @@
  * whatever the upstream does), each in its own module:
  *   1. currencies.ts: the currency checked against the upstream's list, held in memory (no call);
  *   2. symbolResolution.ts: symbols → coins, the curated map then the coin index (no call);
- *   3. marketData.ts: per coin, the year of daily points and the latest price and changes (one batched
- *      `/coins/markets` call for the cold ones), served while refreshed behind (staleCache.ts);
+ *   3. marketData.ts: per coin, the year of daily points (kept in history/, only missing days fetched)
+ *      and the latest price and changes (one batched `/coins/markets` call for the cold ones), served
+ *      while refreshed behind (staleCache.ts);
  *   4. answer.ts: the C4 body, and until when it may be repeated (`freshUntil`).
  * The lists of steps 1 and 2 are loaded in the background (auxiliary.ts). The cold fetches of step 3
  * are charged to `query.caller` (upstreamGuards.ts); one call's retries, and one request's failures,
@@ -15,8 +16,8 @@
  * answer says `stale: true`; only when no copy exists does the upstream's error reach the caller.
  *
  * Usage: `import * as CoinGeckoRates from "./rates/CoinGeckoRates.ts"`, then provide `CoinGeckoRates.layer`
- * (needs an `HttpClient`, e.g. `NodeHttpClient.layerUndici`), or `CoinGeckoRates.layerRedis(keyPrefix)`
- * (also needs `Redis.Redis`) when several instances run. Both read `RatesConfig` from the current
+ * (needs an `HttpClient`, e.g. `NodeHttpClient.layerUndici`, and a `DailyHistory`), or
+ * `CoinGeckoRates.layerRedis(keyPrefix)` (also needs `Redis.Redis`) when several instances run. Both read `RatesConfig` from the current
  * ConfigProvider (tests: `Layer.provide(configFrom(env))`).
  */
 import { Clock, Duration, Effect, Layer, type Scope } from "effect"
@@ -27,7 +28,9 @@ import type { DurableCell } from "../platform/durableCell/DurableCell.ts"
 import { CoinGeckoClient, toRatesError } from "./CoinGeckoClient.ts"
 import { MonthlyBudget } from "./credits/MonthlyBudget.ts"
 import { makeCheckCurrency } from "./currencies.ts"
-import { makeMarketData } from "./marketData.ts"
+import { DailyHistory } from "./history/DailyHistory.ts"
+import { makeHeldCharts } from "./history/heldCharts.ts"
+import { makeMarketData, SERIES_DAYS } from "./marketData.ts"
 import { makeRefreshPacer } from "./refreshPacer.ts"
 import { RatesCache } from "./RatesCache.ts"
 import { RatesConfig } from "./RatesConfig.ts"
@@ -41,15 +44,16 @@ export { ATTRIBUTION, SOURCE } from "./answer.ts"
 const makeCoinGeckoRates: Effect.Effect<
   RatesProvider["Service"],
   never,
-  CoinGeckoClient | MonthlyBudget | RatesCache | RatesConfig | Scope.Scope
+  CoinGeckoClient | MonthlyBudget | RatesCache | RatesConfig | DailyHistory | Scope.Scope
 > = Effect.gen(function*() {
   const config = yield* RatesConfig
   const upstream = yield* CoinGeckoClient
+  const charts = makeHeldCharts(yield* DailyHistory, upstream, SERIES_DAYS)
   const cache = yield* makeStaleCache
   const checkCurrency = yield* makeCheckCurrency(upstream)
   const resolveSymbols = yield* makeResolveSymbols(upstream)
   const budget = yield* MonthlyBudget
-  const market = makeMarketData(cache, upstream, {
+  const market = makeMarketData(cache, upstream, charts, {
     latestTtl: Duration.seconds(config.latestTtlSeconds),
     attemptTimeout: Duration.millis(config.attemptTimeoutMs),
     pacer: makeRefreshPacer({ minIntervalMs: config.latestTtlSeconds * 1000, creditsPerMs: budget.plan.ratePerMs })
@@ -95,8 +99,8 @@ const makeCoinGeckoRates: Effect.Effect<
 // ---------------------------------------------------------------------------------------------------
 // Layers
 
-/** Everything injected: swap the upstream client, the cache (Redis) or the config. */
-export const layerNoDeps: Layer.Layer<RatesProvider, never, CoinGeckoClient | MonthlyBudget | RatesCache | RatesConfig> = Layer.effect(
+/** Everything injected: swap the upstream client, the cache (Redis), the kept history or the config. */
+export const layerNoDeps: Layer.Layer<RatesProvider, never, CoinGeckoClient | MonthlyBudget | RatesCache | RatesConfig | DailyHistory> = Layer.effect(
   RatesProvider,
   makeCoinGeckoRates
 )
@@ -108,8 +112,12 @@ const memoryCache = Layer.unwrap(
   Effect.map(RatesConfig, (config) => RatesCache.layerMemory({ maxBytes: config.cacheMaxMegabytes * 1024 * 1024 }))
 )
 
-/** One instance: in-memory cache, per-minute budget and circuit breaker; the month's credits in `DurableCell`. Needs an `HttpClient`. */
-export const layer: Layer.Layer<RatesProvider, ConfigError, HttpClient.HttpClient | DurableCell> = layerNoDeps.pipe(
+/**
+ * One instance: in-memory cache, per-minute budget and circuit breaker; the month's credits in a
+ * `DurableCell`. Needs an `HttpClient`, a `DurableCell` (the server's: platform/durableCell/layer.ts)
+ * and a `DailyHistory` (the server's: history/history.ts; tests: history/memoryHistory.ts).
+ */
+export const layer: Layer.Layer<RatesProvider, ConfigError, HttpClient.HttpClient | DurableCell | DailyHistory> = layerNoDeps.pipe(
   Layer.provide(Layer.mergeAll(CoinGeckoClient.layer, memoryCache)),
   Layer.provideMerge(MonthlyBudget.layer),
   Layer.provide(RatesConfig.layer)
@@ -120,9 +128,10 @@ export const layer: Layer.Layer<RatesProvider, ConfigError, HttpClient.HttpClien
  * cold pool, callers' shares) and the circuit breaker are shared through Redis, under `keyPrefix`: what
  * one instance fetched serves the others, and all stay within one budget. Single-flight stays per
  * instance. The month's credits are in `DurableCell` (Redis or PostgreSQL: shared too). Needs
- * `Redis.Redis` (e.g. `NodeRedis.layer`) and an `HttpClient`.
+ * `Redis.Redis` (e.g. `NodeRedis.layer`), an `HttpClient` and a `DailyHistory` (with DATABASE_URL the
+ * instances share it too).
  */
-export const layerRedis = (keyPrefix: string): Layer.Layer<RatesProvider, ConfigError, HttpClient.HttpClient | Redis.Redis | DurableCell> =>
+export const layerRedis = (keyPrefix: string): Layer.Layer<RatesProvider, ConfigError, HttpClient.HttpClient | Redis.Redis | DurableCell | DailyHistory> =>
   layerNoDeps.pipe(
     Layer.provide(Layer.mergeAll(CoinGeckoClient.layerRedis(keyPrefix), RatesCache.layerRedis({ prefix: `${keyPrefix}rates-cache:` }))),
     Layer.provideMerge(MonthlyBudget.layer),

@@ -39,6 +39,12 @@ export const millisUntilNextDailyPoint = (now: number): number => {
   return (now < nextPublication ? nextPublication : nextPublication + DAY_MS) - now
 }
 
+/** 00:00 UTC of the newest daily point published at `now` (the previous day's until 00:35 UTC). */
+export const lastPublishedDay = (now: number): number => {
+  const dayStart = Math.floor(now / DAY_MS) * DAY_MS
+  return now < dayStart + DAILY_POINT_PUBLISHED_AFTER_MS ? dayStart - DAY_MS : dayStart
+}
+
 const percentChange = (from: number | undefined, to: number): number | null =>
   from === undefined || from === 0 ? null : ((to - from) / from) * 100
 

@@ -3,14 +3,17 @@
  * call for all cold ones; refreshed, one call per currency for every coin asked in it, as often as the
  * month's pace allows: refreshPacer.ts) and
  * its daily series (always the whole year, so that any `days` is served from one entry: the shape of a
- * request never multiplies calls; cached until the next daily point). Both with the lifecycle of
- * staleCache.ts: refreshed behind the callers' backs, last good copies when the upstream fails.
+ * request never multiplies calls; cached until the next daily point, behind it the kept history of
+ * history/heldCharts.ts, which asks the upstream only for the days it lacks). Both with the lifecycle
+ * of staleCache.ts: refreshed behind the callers' backs, last good copies when the upstream fails,
+ * and for a series, the held days when no copy is cached.
  */
 import { Clock, Duration, Effect, Option, Schema } from "effect"
 import type { CoinGeckoClientShape, CoinGeckoError, MarketRow } from "./CoinGeckoClient.ts"
-import { type DailyPoint, millisUntilNextDailyPoint, toDailySeries } from "./dailySeries.ts"
+import { millisUntilNextDailyPoint } from "./dailySeries.ts"
+import type { HeldCharts } from "./history/heldCharts.ts"
 import { type RefreshPacer, UNIT_SIZE } from "./refreshPacer.ts"
-import { type Entry, entryOf, freshnessOf, lastGood, served, type Sourced, type StaleCache, type Timing } from "./staleCache.ts"
+import { deepFreeze, type Entry, entryOf, freshnessOf, lastGood, served, type Sourced, type StaleCache, type Timing } from "./staleCache.ts"
 
 /** Latest price and % changes of one coin in one currency; null when the upstream lists no market for it. */
 const Latest = Schema.NullOr(Schema.Struct({
@@ -79,6 +82,7 @@ export interface MarketData {
 export const makeMarketData = (
   cache: StaleCache,
   upstream: CoinGeckoClientShape,
+  charts: HeldCharts,
   options: {
     readonly latestTtl: Duration.Duration
     readonly attemptTimeout: Duration.Duration
@@ -169,15 +173,17 @@ export const makeMarketData = (
     cache.cachedOrFetch({
       key: chartKey(id, currency),
       entry: chartEntry,
-      fetch: Effect.suspend(() =>
-        upstream.marketChart(id, currency, SERIES_DAYS).pipe(
-          Effect.map((points): ReadonlyArray<DailyPoint> | null => toDailySeries(points, SERIES_DAYS)),
-          Effect.catchIf((error) => error.kind === "not-found", () => Effect.succeed(null))
-        )
-      ),
+      fetch: Effect.suspend(() => charts.fetch(id, currency)),
       timing: chartTiming,
       deadline
-    })
+    }).pipe(
+      // No copy in the cache, and the upstream cannot give the missing days: the days held, marked stale.
+      Effect.catchIf((error) => error.kind !== "not-found", (error) =>
+        Effect.flatMap(charts.held(id, currency), (held) =>
+          Option.isNone(held)
+            ? Effect.fail(error)
+            : Effect.map(Clock.currentTimeMillis, (now): Sourced<Chart> => ({ value: deepFreeze(held.value), storedAt: now, stale: true, holdsUntil: 0 }))))
+    )
 
   return { latestFor, chartFor }
 }

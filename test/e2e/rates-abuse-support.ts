@@ -10,13 +10,13 @@ import type { RatesProvider } from "../../src/rates/RatesProvider.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { configFrom, type Env } from "../support/config.ts"
 import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
+import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
 
 /** The live provider with the production defaults, but for `env`. */
 export const liveRatesLayer = (emulator: CoinGeckoEmulator, env: Env = {}): Layer.Layer<RatesProvider, unknown> =>
   CoinGeckoRates.layer.pipe(
     Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, ...env })),
-    Layer.provide(NodeHttpClient.layerUndici),
-    Layer.provide(durableCellMemory)
+    Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, RatesHistory.layerMemory, durableCellMemory))
   )
 
 /** The app (callers told apart by X-Forwarded-For) over the live provider. */

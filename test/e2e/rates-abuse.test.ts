@@ -36,7 +36,7 @@ describe("unknown symbols and request shapes cost no upstream budget", () => {
     const statuses = await sendJunk(app, "198.51.100.1", 35)
     expect(new Set(statuses)).toEqual(new Set([400]))
     expect(symbolLookups()).toBe(0)
-    const dataCalls = Object.keys(emulator.stats().byPath).filter((p) => p.endsWith("/market_chart"))
+    const dataCalls = Object.keys(emulator.stats().byPath).filter((p) => p.endsWith("/market_chart/range"))
     expect(dataCalls).toEqual([])
     const sol = await askFrom(app, "198.51.100.2", { cryptos: ["SOL"], days: 30 })
     const pepe = await askFrom(app, "198.51.100.3", { cryptos: ["PEPE"] })
@@ -54,7 +54,7 @@ describe("unknown symbols and request shapes cost no upstream budget", () => {
       currency: "jpy",
       days: 365
     })
-    const charts = Object.keys(emulator.stats().byPath).filter((p) => p.endsWith("/market_chart")).length
+    const charts = Object.keys(emulator.stats().byPath).filter((p) => p.endsWith("/market_chart/range")).length
     if (greedy.status === 503) expect(Number(greedy.retryAfter)).toBeGreaterThan(0)
     const next = await askFrom(app, "198.51.100.2", { cryptos: ["PEPE", "RENDER"], currency: "eur", days: 30 })
     expect(next.status).toBe(200)
@@ -90,7 +90,7 @@ describe("unknown symbols and request shapes cost no upstream budget", () => {
     app = await startRatesApp(emulator)
     const refused = await askFrom(app, "198.51.100.1", { cryptos: ["BTC"], currency: "xyz" })
     expect(refused.status).toBe(400)
-    expect(calls("/coins/bitcoin/market_chart")).toBe(0)
+    expect(calls("/coins/bitcoin/market_chart/range")).toBe(0)
   })
 })
 
@@ -140,7 +140,7 @@ describe("an auxiliary call failing does not cascade", () => {
     expect(answers.map((a) => a.status)).toEqual(Array(20).fill(200))
     expect(calls("/simple/supported_vs_currencies")).toBeLessThanOrEqual(3)
     // The answer is remembered although the list is missing: one series call, one latest-price call.
-    expect(calls("/coins/bitcoin/market_chart")).toBe(1)
+    expect(calls("/coins/bitcoin/market_chart/range")).toBe(1)
     const real = await Promise.all(["ETH", "SOL", "DOT"].map((coin, i) => askFrom(app!, `203.0.113.${i + 1}`, { cryptos: [coin] })))
     expect(real.map((a) => a.status)).toEqual([200, 200, 200])
     console.info(`currency list down: ${JSON.stringify(emulator.stats().byPath)}`)

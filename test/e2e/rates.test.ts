@@ -12,6 +12,7 @@ import { startTestApp, type TestApp } from "../support/app.ts"
 import { configFrom } from "../support/config.ts"
 import { expectProblem } from "../support/problems.ts"
 import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
+import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
 
 let emulator: CoinGeckoEmulator
 let app: TestApp
@@ -22,8 +23,7 @@ beforeAll(async () => {
   // Production settings but for the breaker, which would otherwise open during the fault matrix.
   const rates = CoinGeckoRates.layer.pipe(
     Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_BREAKER_FAILURES: "1000", COINGECKO_CALLS_PER_MIN: "10000" })),
-    Layer.provide(NodeHttpClient.layerUndici),
-    Layer.provide(durableCellMemory)
+    Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, RatesHistory.layerMemory, durableCellMemory))
   )
   app = await startTestApp({ rates })
 })
@@ -40,7 +40,7 @@ const rates = (body: unknown) =>
     body: JSON.stringify(body)
   })
 
-const chartCalls = (coin: string) => emulator.stats().byPath[`/coins/${coin}/market_chart`] ?? 0
+const chartCalls = (coin: string) => emulator.stats().byPath[`/coins/${coin}/market_chart/range`] ?? 0
 
 describe("exchange rates against the CoinGecko emulator", () => {
   it("returns the emulator's daily closes and latest price for several coins and currencies", async () => {
@@ -81,8 +81,7 @@ describe("exchange rates against the CoinGecko emulator", () => {
     const shortLived = await startTestApp({
       rates: CoinGeckoRates.layer.pipe(
         Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_LATEST_TTL_S: "1" })),
-        Layer.provide(NodeHttpClient.layerUndici),
-        Layer.provide(durableCellMemory)
+        Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, RatesHistory.layerMemory, durableCellMemory))
       )
     })
     try {

@@ -7,14 +7,14 @@
  *
  * API (under /api/v3): /ping, /simple/supported_vs_currencies, /coins/list, /coins/markets (ids=,
  * symbols=&include_tokens=top|all, or neither: every coin by rank, paged), /coins/{id}/market_chart
- * (interval=daily).
+ * (interval=daily), /coins/{id}/market_chart/range (from, to in UNIX seconds; ./coingecko-answers.ts).
  * Control (outside /api/v3):
  *   POST /__control  {"mode": "none"|"5xx"|"429"|"429-no-retry-after"|"429-html"|"hang"|"reset"|
  *                     "truncated"|"wrong-shape"|"401", "paths"?: ["/coins/markets"], "times"?: n,
  *                     "retryAfterSeconds"?: n, "status"?: 5xx, "latency"?: {"/coins/markets": ms},
  *                     "now"?: ISO string | null, "resetStats"?: true, "extraCoins"?: n}
  *   GET  /__stats    {"total": n, "byPath": {"/coins/bitcoin/market_chart": n, ...}, "byQuery": {...},
- *                     "maxInFlight": n}
+ *                     "maxInFlight": n, "ranges": [{"path", "from", "to"}, ...]}
  * `byQuery` splits /coins/markets by form: "markets:ids", "markets:symbols", "markets:ranks" (neither).
  * `extraCoins`: that many more coins in /coins/list only (unranked, no market, chart 404): a flood of
  * real but dead tickers (fc0, fc1, ...).
@@ -26,17 +26,8 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { fileURLToPath } from "node:url"
-import {
-  DAY_MS,
-  emulatedChange,
-  emulatedCoinById,
-  emulatedCoins,
-  type EmulatedCoin,
-  emulatedCurrencies,
-  emulatedDailyPrices,
-  emulatedPrice,
-  topRankedBySymbol
-} from "./coingecko-data.ts"
+import { answer, marketsForm } from "./coingecko-answers.ts"
+import { DAY_MS } from "./coingecko-data.ts"
 
 export const faultModes = [
   "none",
@@ -74,6 +65,8 @@ export interface EmulatorStats {
   readonly maxInFlight: number
   /** API calls being answered now. */
   readonly inFlight: number
+  /** Every market_chart/range call since the last reset: its path and `from`, `to` (UNIX seconds). */
+  readonly ranges: ReadonlyArray<{ readonly path: string; readonly from: number; readonly to: number }>
 }
 
 export interface CoinGeckoEmulator {
@@ -119,113 +112,6 @@ const sendJson = (res: ServerResponse, status: number, body: unknown, headers: R
   res.end(text)
 }
 
-const csv = (value: string | null): Array<string> =>
-  value === null ? [] : value.split(",").map((part) => part.trim().toLowerCase()).filter((part) => part.length > 0)
-
-interface Answer {
-  readonly status: number
-  readonly body: unknown
-}
-
-const marketRow = (c: EmulatedCoin, currency: string, now: number, windows: ReadonlyArray<string>) => {
-  const price = emulatedPrice(c.id, currency, now)
-  const row: Record<string, unknown> = {
-    id: c.id,
-    symbol: c.symbol,
-    name: c.name,
-    image: `https://assets.example.invalid/coins/${c.id}.png`,
-    current_price: price,
-    market_cap: Math.round(price * 1_000_000_000 / (c.rank ?? 5_000)),
-    market_cap_rank: c.rank,
-    total_volume: Math.round(price * 10_000_000 / (c.rank ?? 5_000)),
-    price_change_percentage_24h: emulatedChange(c.id, currency, now, 24),
-    last_updated: new Date(now).toISOString()
-  }
-  const hoursOf: Record<string, number> = { "1h": 1, "24h": 24, "7d": 168, "14d": 336, "30d": 720, "200d": 4_800, "1y": 8_760 }
-  for (const window of windows) {
-    const hours = hoursOf[window]
-    if (hours !== undefined) row[`price_change_percentage_${window}_in_currency`] = emulatedChange(c.id, currency, now, hours)
-  }
-  return row
-}
-
-const byRank = (a: EmulatedCoin, b: EmulatedCoin) => (a.rank ?? Number.POSITIVE_INFINITY) - (b.rank ?? Number.POSITIVE_INFINITY)
-
-/** The form of a /coins/markets call, for `byQuery`. */
-const marketsForm = (query: URLSearchParams) =>
-  query.get("ids") !== null ? "markets:ids" : query.get("symbols") !== null ? "markets:symbols" : "markets:ranks"
-
-/** `/coins/list`: every coin, then `extra` dead ones (`flood-coin-N`, ticker `fcN`). */
-const coinList = (extra: number) => {
-  const list: Array<{ id: string; symbol: string; name: string }> = emulatedCoins.map(({ id, name, symbol }) => ({ id, symbol, name }))
-  for (let i = 0; i < extra; i++) list.push({ id: `flood-coin-${i}`, symbol: `fc${i}`, name: `Flood Coin ${i}` })
-  return list
-}
-
-/** The API itself, faults aside. */
-const answer = (path: string, query: URLSearchParams, now: number, extraCoins: number): Answer => {
-  if (path === "/ping") return { status: 200, body: { gecko_says: "(V3) To the Moon!" } }
-  if (path === "/simple/supported_vs_currencies") return { status: 200, body: [...emulatedCurrencies.keys()] }
-  if (path === "/coins/list") return { status: 200, body: coinList(extraCoins) }
-
-  if (path === "/coins/markets") {
-    const currency = query.get("vs_currency")?.toLowerCase()
-    if (currency === undefined || currency === "") return { status: 400, body: { error: "Missing parameter vs_currency" } }
-    if (!emulatedCurrencies.has(currency)) return { status: 400, body: { error: "invalid vs_currency" } }
-    const windows = csv(query.get("price_change_percentage"))
-    const ids = csv(query.get("ids"))
-    const symbols = csv(query.get("symbols"))
-    let coins: Array<EmulatedCoin>
-    if (ids.length > 0) {
-      coins = emulatedCoins.filter((c) => ids.includes(c.id))
-    } else if (symbols.length > 0) {
-      coins = query.get("include_tokens") === "all"
-        ? emulatedCoins.filter((c) => symbols.includes(c.symbol))
-        : symbols.flatMap((s) => topRankedBySymbol(s) ?? [])
-    } else {
-      coins = [...emulatedCoins]
-    }
-    const perPage = Math.min(250, Math.max(1, Number(query.get("per_page") ?? 100) || 100))
-    const page = Math.max(1, Number(query.get("page") ?? 1) || 1)
-    const rows = [...new Set(coins)].sort(byRank).slice((page - 1) * perPage, page * perPage)
-    return { status: 200, body: rows.map((c) => marketRow(c, currency, now, windows)) }
-  }
-
-  const chart = /^\/coins\/([^/]+)\/market_chart$/.exec(path)
-  if (chart !== null) {
-    const c = emulatedCoinById.get(decodeURIComponent(chart[1]!))
-    if (c === undefined || c.chartMissing === true) return { status: 404, body: { error: "coin not found" } }
-    const currency = query.get("vs_currency")?.toLowerCase()
-    if (currency === undefined || !emulatedCurrencies.has(currency)) return { status: 400, body: { error: "invalid vs_currency" } }
-    const days = Number(query.get("days"))
-    if (!Number.isInteger(days) || days < 1) return { status: 400, body: { error: "invalid days" } }
-    if (days > 365) {
-      return {
-        status: 401,
-        body: {
-          error: {
-            status: {
-              timestamp: new Date(now).toISOString(),
-              error_code: 10012,
-              error_message: "Your request exceeds the allowed time range. Public API users are limited to querying historical data within the past 365 days."
-            }
-          }
-        }
-      }
-    }
-    const prices = emulatedDailyPrices(c.id, currency, days, now)
-    return {
-      status: 200,
-      body: {
-        prices,
-        market_caps: prices.map(([t, p]) => [t, Math.round(p * 1_000_000_000 / (c.rank ?? 5_000))]),
-        total_volumes: prices.map(([t, p]) => [t, Math.round(p * 10_000_000 / (c.rank ?? 5_000))])
-      }
-    }
-  }
-  return { status: 404, body: { error: "Not Found" } }
-}
-
 export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<CoinGeckoEmulator> => {
   let fault: FaultOptions = { mode: "none" }
   let faultsLeft: number | undefined
@@ -234,6 +120,7 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
   const latency = new Map<string, number>()
   let byPath: Record<string, number> = {}
   let byQuery: Record<string, number> = {}
+  let ranges: Array<{ path: string; from: number; to: number }> = []
   let total = 0
   let inFlight = 0
   let maxInFlight = 0
@@ -247,10 +134,11 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
   const resetStats = () => {
     byPath = {}
     byQuery = {}
+    ranges = []
     total = 0
     maxInFlight = inFlight
   }
-  const stats = (): EmulatorStats => ({ total, byPath: { ...byPath }, byQuery: { ...byQuery }, maxInFlight, inFlight })
+  const stats = (): EmulatorStats => ({ total, byPath: { ...byPath }, byQuery: { ...byQuery }, maxInFlight, inFlight, ranges: [...ranges] })
   const now = () => frozenNow ?? Date.now()
 
   /** The fault to apply to this call, consuming one of `times`. */
@@ -309,6 +197,7 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
       const form = marketsForm(query)
       byQuery[form] = (byQuery[form] ?? 0) + 1
     }
+    if (path.endsWith("/market_chart/range")) ranges.push({ path, from: Number(query.get("from")), to: Number(query.get("to")) })
     inFlight++
     maxInFlight = Math.max(maxInFlight, inFlight)
     res.on("close", () => inFlight--)

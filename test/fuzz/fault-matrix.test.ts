@@ -23,6 +23,7 @@ import { send } from "./support/http.ts"
 import { jsonOf, violationsOf } from "./support/invariants.ts"
 import { loadOpenApi, type OpenApiModel } from "./support/openapi.ts"
 import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
+import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
 
 const NOW = Date.UTC(2026, 10, 22, 10, 30)
 /** Upstream budget per request (COINGECKO_REQUEST_BUDGET_MS) and the newsletter deadline, plus slack. */
@@ -58,7 +59,7 @@ describe("CoinGecko fault modes × the upstream calls behind POST /api/v1/exchan
       COINGECKO_CALLS_PER_MIN: "10000",
       COINGECKO_LATEST_TTL_S: "1",
       COINGECKO_DEFAULT_RETRY_AFTER_S: "1"
-    })), Layer.provide(NodeHttpClient.layerUndici), Layer.provide(durableCellMemory))
+    })), Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, RatesHistory.layerMemory, durableCellMemory)))
     app = await startTestApp({ rates })
     model = loadOpenApi(await (await fetch(`${app.url}/openapi.json`)).json())
     // Warm the currency list (cached a day) so every case below exercises only the call it faults.

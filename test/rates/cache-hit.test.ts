@@ -18,6 +18,7 @@ import { RatesProvider, type RatesQuery, type RatesResult } from "../../src/rate
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { EMULATOR_NOW, makeAgeableCache, ratesConfigFrom } from "./helpers.ts"
 import { MonthlyBudget } from "../../src/rates/credits/MonthlyBudget.ts"
+import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
 
 // ---------------------------------------------------------------------------------------------------
 // An upstream stub that counts how often each call is *built* (not run): a hit must build none.
@@ -61,6 +62,15 @@ const makeStubUpstream = () => {
       built.chart++
       const points: Array<ChartPoint> = Array.from({ length: days }, (_, i) => [today - (days - 1 - i) * DAY_MS, id.length + i])
       return down([...points, [EMULATOR_NOW, 1] as const])
+    },
+    // The same closes as marketChart's for the days asked (the year ending today has prices id.length + 0..364).
+    marketChartRange: (id, _currency, fromSeconds, toSeconds) => {
+      built.chart++
+      const points: Array<ChartPoint> = []
+      for (let t = Math.ceil(fromSeconds * 1000 / DAY_MS) * DAY_MS; t <= Math.min(toSeconds * 1000, today); t += DAY_MS) {
+        points.push([t, id.length + 364 - (today - t) / DAY_MS])
+      }
+      return down([...points, [EMULATOR_NOW, 1] as const])
     }
   })
   return {
@@ -77,7 +87,7 @@ const LATEST_TTL_S = 60
 
 const providerWith = (upstream: Layer.Layer<CoinGeckoClient>, cache: Layer.Layer<RatesCache>) =>
   CoinGeckoRates.layerNoDeps.pipe(
-    Layer.provide(Layer.mergeAll(upstream, cache, ratesConfigFrom({ COINGECKO_LATEST_TTL_S: String(LATEST_TTL_S) }), MonthlyBudget.layerMemory(1_000_000_000))),
+    Layer.provide(Layer.mergeAll(upstream, cache, ratesConfigFrom({ COINGECKO_LATEST_TTL_S: String(LATEST_TTL_S) }), RatesHistory.layerMemory, MonthlyBudget.layerMemory(1_000_000_000))),
     Layer.orDie
   )
 
@@ -196,7 +206,7 @@ describe("CoinGecko provider on a cache hit", () => {
       assert.strictEqual(upstream.built.chart, 1) // refused as a miss and fetched again
       assert.strictEqual(result.rates[0]!.series.length, 30)
     }).pipe(Effect.provide(CoinGeckoRates.layerNoDeps.pipe(
-      Layer.provideMerge(Layer.mergeAll(upstream.layer, RatesCache.layerMemory(), ratesConfigFrom({}), MonthlyBudget.layerMemory(1_000_000_000))),
+      Layer.provideMerge(Layer.mergeAll(upstream.layer, RatesCache.layerMemory(), ratesConfigFrom({}), RatesHistory.layerMemory, MonthlyBudget.layerMemory(1_000_000_000))),
       Layer.orDie
     )))
   })

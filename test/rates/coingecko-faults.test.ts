@@ -27,7 +27,7 @@ const describeError = (error: RatesError) =>
 interface FaultCase {
   readonly mode: FaultMode
   readonly expected: string
-  /** Upstream market_chart calls for the coin: 2 when retried once, 1 when not, 0 when a cool-down blocks it. */
+  /** Upstream market_chart/range calls for the coin: 2 when retried once, 1 when not, 0 when a cool-down blocks it. */
   readonly chartCalls: number
 }
 
@@ -53,7 +53,7 @@ describe("each upstream fault yields the documented error, fast", () => {
         assert.strictEqual(result._tag, "Failure", "no answer without data")
         if (result._tag === "Failure") assert.strictEqual(describeError(result.failure), expected)
         assert.isBelow(elapsedMs, 3_000, "well inside the 10 s promise with the test budget of 2 s")
-        assert.strictEqual(emulator.stats().byPath["/coins/bitcoin/market_chart"] ?? 0, chartCalls)
+        assert.strictEqual(emulator.stats().byPath["/coins/bitcoin/market_chart/range"] ?? 0, chartCalls)
         if (chartCalls === 0) assert.strictEqual(emulator.stats().total, 1)
       }).pipe(Effect.provide(liveRates(fastEnv(emulator.url)))))
   }
@@ -93,7 +93,7 @@ describe("each upstream fault yields the documented error, fast", () => {
 describe("rate limits", () => {
   it.live("after a 429 with Retry-After, later calls wait it out without touching the upstream", () =>
     Effect.gen(function*() {
-      emulator.setFault({ mode: "429", retryAfterSeconds: 42, paths: ["/coins/bitcoin/market_chart"], times: 1 })
+      emulator.setFault({ mode: "429", retryAfterSeconds: 42, paths: ["/coins/bitcoin/market_chart/range"], times: 1 })
       const first = yield* Effect.flip(historical({ symbols: ["BTC"] }))
       assert.strictEqual(describeError(first), "RatesUnavailableError(42)")
       const callsSoFar = emulator.stats().total

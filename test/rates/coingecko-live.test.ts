@@ -66,14 +66,14 @@ describe("CoinGecko provider, healthy upstream", () => {
         (yield* historical({ symbols: ["BTC"] })).rates.map((r) => r.name),
         ["Bitcoin"]
       )
-    }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url)))))
+    }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url), EMULATOR_NOW))))
 
   it.live("keeps request order, lists unknown symbols in order, and resolves ETH to Ethereum itself", () =>
     Effect.gen(function*() {
       const result = yield* historical({ symbols: ["NOPE", "SOL", "ETH", "ZZZ9", "BTC"] })
       assert.deepStrictEqual(result.rates.map((r) => [r.symbol, r.id]), [["SOL", "solana"], ["ETH", "ethereum"], ["BTC", "bitcoin"]])
       assert.deepStrictEqual(result.unknown, ["NOPE", "ZZZ9"])
-    }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url)))))
+    }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url), EMULATOR_NOW))))
 
   it.live("resolves uncurated symbols from the coin index, taking the top-ranked coin of a shared ticker", () =>
     Effect.gen(function*() {
@@ -87,7 +87,7 @@ describe("CoinGecko provider, healthy upstream", () => {
       // No lookup per symbol: the index (the coin list and one page of ranks), then one batch of latest prices.
       assert.deepStrictEqual(emulator.stats().byQuery, { "markets:ranks": 1, "markets:ids": 1 })
       assert.strictEqual(emulator.stats().byPath["/coins/list"], 1)
-    }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url)))))
+    }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url), EMULATOR_NOW))))
 
   it.live("answers unknown symbols from the index, with no upstream call for them", () =>
     Effect.gen(function*() {
@@ -98,15 +98,15 @@ describe("CoinGecko provider, healthy upstream", () => {
       const none = yield* historical({ symbols: Array.from({ length: 50 }, (_, i) => `NOPE${i}`) })
       assert.strictEqual(none.rates.length, 0)
       assert.strictEqual(emulator.stats().total, calls, "no call for unknown symbols")
-    }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url)))))
+    }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url), EMULATOR_NOW))))
 
   it.live("treats a resolved coin the upstream does not know (404 coin not found) as unknown", () =>
     Effect.gen(function*() {
       const result = yield* historical({ symbols: ["GHOST", "BTC"] })
       assert.deepStrictEqual(result.rates.map((r) => r.symbol), ["BTC"])
       assert.deepStrictEqual(result.unknown, ["GHOST"])
-      assert.strictEqual(emulator.stats().byPath["/coins/ghost-coin/market_chart"], 1)
-    }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url)))))
+      assert.strictEqual(emulator.stats().byPath["/coins/ghost-coin/market_chart/range"], 1)
+    }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url), EMULATOR_NOW))))
 
   it.live("rejects a currency the upstream does not quote, and checks the list once a day only", () =>
     Effect.gen(function*() {
@@ -114,8 +114,8 @@ describe("CoinGecko provider, healthy upstream", () => {
       assert.strictEqual(error._tag, "UnsupportedCurrencyError")
       yield* historical({ symbols: ["BTC"], currency: "chf" })
       assert.strictEqual(emulator.stats().byPath["/simple/supported_vs_currencies"], 1)
-      assert.strictEqual(emulator.stats().byPath["/coins/bitcoin/market_chart"], 1, "nothing fetched for xyz")
-    }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url)))))
+      assert.strictEqual(emulator.stats().byPath["/coins/bitcoin/market_chart/range"], 1, "nothing fetched for xyz")
+    }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url), EMULATOR_NOW))))
 
   it.live("50 concurrent identical cold queries make one upstream call per coin; warm queries make none", () =>
     Effect.gen(function*() {
@@ -129,10 +129,10 @@ describe("CoinGecko provider, healthy upstream", () => {
         "/simple/supported_vs_currencies": 1, // at start-up, with the coin index:
         "/coins/list": 1,
         "/coins/markets": 2, // one page of ranks; one batched latest-price call for the four coins
-        "/coins/bitcoin/market_chart": 1,
-        "/coins/ethereum/market_chart": 1,
-        "/coins/solana/market_chart": 1,
-        "/coins/pepe/market_chart": 1
+        "/coins/bitcoin/market_chart/range": 1,
+        "/coins/ethereum/market_chart/range": 1,
+        "/coins/solana/market_chart/range": 1,
+        "/coins/pepe/market_chart/range": 1
       })
       for (const result of cold) assert.deepStrictEqual(result, cold[0])
 
@@ -141,7 +141,7 @@ describe("CoinGecko provider, healthy upstream", () => {
       assert.strictEqual(emulator.stats().total, 0)
       assert.deepStrictEqual(ratesOf(warm[0]!), ratesOf(cold[0]!))
       console.info(`coalescing: cold 50 queries → upstream ${JSON.stringify(coldStats.byPath)}; warm 50 → ${emulator.stats().total}`)
-    }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url)))))
+    }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url), EMULATOR_NOW))))
 
   it.live("caches series per (coin, currency): any days is sliced from one year of points", () =>
     Effect.gen(function*() {
@@ -149,10 +149,10 @@ describe("CoinGecko provider, healthy upstream", () => {
         const result = yield* historical({ symbols: ["BTC"], currency: "usd", days })
         assert.deepStrictEqual(ratesOf(result)[0]!.series, expectedRate("BTC", "bitcoin", "usd", days).series)
       }
-      assert.strictEqual(emulator.stats().byPath["/coins/bitcoin/market_chart"], 1)
+      assert.strictEqual(emulator.stats().byPath["/coins/bitcoin/market_chart/range"], 1)
       yield* historical({ symbols: ["BTC"], currency: "eur", days: 30 })
-      assert.strictEqual(emulator.stats().byPath["/coins/bitcoin/market_chart"], 2)
-    }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url)))))
+      assert.strictEqual(emulator.stats().byPath["/coins/bitcoin/market_chart/range"], 2)
+    }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url), EMULATOR_NOW))))
 
   it.live("caps upstream concurrency", () =>
     Effect.gen(function*() {
@@ -160,10 +160,10 @@ describe("CoinGecko provider, healthy upstream", () => {
       yield* historical({ symbols: ["BTC", "ETH", "SOL", "ADA", "XRP", "DOT", "LTC", "LINK"] })
       emulator.setLatency("/coins/", 0)
       assert.strictEqual(emulator.stats().maxInFlight, 2)
-      const charts = Object.keys(emulator.stats().byPath).filter((path) => path.endsWith("/market_chart"))
+      const charts = Object.keys(emulator.stats().byPath).filter((path) => path.endsWith("/market_chart/range"))
       assert.strictEqual(charts.length, 8)
       assert.strictEqual(emulator.stats().byQuery["markets:ids"], 1)
-    }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url, { COINGECKO_MAX_CONCURRENCY: "2" })))))
+    }).pipe(Effect.provide(liveRates(healthyEnv(emulator.url, { COINGECKO_MAX_CONCURRENCY: "2" }), EMULATOR_NOW))))
 })
 
 describe("CoinGecko provider, API keys", () => {
@@ -176,7 +176,7 @@ describe("CoinGecko provider, API keys", () => {
   it.live("sends the demo key in x-cg-demo-api-key", () =>
     historical({ symbols: ["BTC"] }).pipe(
       Effect.map((result) => assert.deepStrictEqual(result.rates.map((r) => r.id), ["bitcoin"])),
-      Effect.provide(liveRates(healthyEnv(keyed.url, { COINGECKO_API_KEY: "demo-key-1" })))
+      Effect.provide(liveRates(healthyEnv(keyed.url, { COINGECKO_API_KEY: "demo-key-1" }), EMULATOR_NOW))
     ))
 
   it.live("a refused key is an upstream error (502), and is not retried", () =>
@@ -185,7 +185,7 @@ describe("CoinGecko provider, API keys", () => {
       const error = yield* Effect.flip(historical({ symbols: ["BTC"] }))
       assert.strictEqual(error._tag, "RatesUpstreamError")
       assert.match(error._tag === "RatesUpstreamError" ? error.reason : "", /key was refused/)
-      assert.strictEqual(keyed.stats().byPath["/coins/bitcoin/market_chart"], 1)
+      assert.strictEqual(keyed.stats().byPath["/coins/bitcoin/market_chart/range"], 1)
     }).pipe(
       // Right key, wrong header for this host: what a pro key on the demo host looks like.
       Effect.provide(liveRates(healthyEnv(keyed.url, { COINGECKO_API_KEY: "demo-key-1", COINGECKO_API_PLAN: "pro" })))
@@ -200,7 +200,7 @@ describe("CoinGecko provider layers", () => {
       const text = JSON.stringify(exit)
       assert.include(text, "COINGECKO_BASE_URL")
       assert.include(text, "COINGECKO_MAX_CONCURRENCY")
-      const ok = yield* Effect.exit(Effect.provide(Effect.asVoid(RatesProvider), liveRates(healthyEnv(emulator.url))))
+      const ok = yield* Effect.exit(Effect.provide(Effect.asVoid(RatesProvider), liveRates(healthyEnv(emulator.url), EMULATOR_NOW)))
       assert.isTrue(Exit.isSuccess(ok))
     }))
 })

@@ -20,6 +20,7 @@ import { EMULATOR_NOW, healthyEnv } from "./helpers.ts"
 import { planFor } from "../../src/rates/credits/monthlyCredits.ts"
 import { PRICES_SHARE } from "../../src/rates/refreshPacer.ts"
 import { layerRedis as layerSharedCell } from "../../src/platform/durableCell/redis.ts"
+import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
 
 const freePort = () =>
   new Promise<number>((resolve, reject) => {
@@ -66,7 +67,7 @@ const instance = (env: Env, keyPrefix: string) =>
     // The month's credits are shared through the same Redis, as in production.
     Layer.provide(layerSharedCell(keyPrefix)),
     Layer.provideMerge(NodeRedis.layer({ url: redisUrl })),
-    Layer.provide(NodeHttpClient.layerUndici)
+    Layer.provide(Layer.merge(NodeHttpClient.layerUndici, RatesHistory.layerMemory))
   )
 
 /** Removes a test's keys when it ends, in case this is a shared Redis (REDIS_URL). */
@@ -167,7 +168,7 @@ describe.skipIf(!canSpawnRedis && sharedRedisUrl === undefined)("CoinGecko provi
         CoinGeckoRates.layerRedis("").pipe(
           Layer.provide(configFrom(healthyEnv(emulator.url))),
           Layer.provide(layerSharedCell("")),
-          Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, brokenRedis))
+          Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, brokenRedis, RatesHistory.layerMemory))
         )
       )
       const result = yield* askVia(lonely, { symbols: ["SOL"], currency: "usd", days: 7 })

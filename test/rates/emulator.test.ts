@@ -34,6 +34,31 @@ describe("CoinGecko emulator", () => {
     assert.strictEqual(body.prices.at(-2)![0], Date.UTC(2026, 10, 22))
   })
 
+  it("market_chart/range: market_chart's daily closes from..to (UNIX seconds), hourly for a short range without interval", async () => {
+    const day = 86_400
+    const today = Date.UTC(2026, 10, 22) / 1000
+    type Prices = { prices: Array<[number, number]> }
+    const daily = await (await get(`/coins/ethereum/market_chart/range?vs_currency=eur&from=${today - 4 * day}&to=${today - day}&interval=daily`)).json() as Prices
+    assert.deepStrictEqual(daily.prices, emulatedDailyPrices("ethereum", "eur", 5, EMULATOR_NOW).slice(0, 4))
+    // Reaching "now": the closes up to today's, then "now".
+    const toNow = await (await get(`/coins/ethereum/market_chart/range?vs_currency=eur&from=${today - 4 * day}&to=${today + day}&interval=daily`)).json() as Prices
+    assert.deepStrictEqual(toNow.prices, emulatedDailyPrices("ethereum", "eur", 5, EMULATOR_NOW))
+    const hourly = await (await get(`/coins/bitcoin/market_chart/range?vs_currency=usd&from=${today - day}&to=${today}`)).json() as Prices
+    assert.strictEqual(hourly.prices.length, 25)
+    assert.deepStrictEqual(hourly.prices[1], [(today - day) * 1000 + 3_600_000, emulatedPrice("bitcoin", "usd", (today - day) * 1000 + 3_600_000)])
+    const long = await (await get(`/coins/bitcoin/market_chart/range?vs_currency=usd&from=${today - 100 * day}&to=${today}`)).json() as Prices
+    assert.strictEqual(long.prices.length, 101, "over 90 days: daily")
+    assert.strictEqual((await get(`/coins/nope/market_chart/range?vs_currency=usd&from=${today - day}&to=${today}`)).status, 404)
+    const tooOld = await get(`/coins/bitcoin/market_chart/range?vs_currency=usd&from=${today - 366 * day}&to=${today}`)
+    assert.strictEqual(tooOld.status, 400)
+    assert.strictEqual(((await tooOld.json()) as { error: { status: { error_code: number } } }).error.status.error_code, 10012)
+    const range = (id: string) => `/coins/${id}/market_chart/range`
+    assert.deepStrictEqual(emulator.stats().ranges.map((r) => r.path), [
+      range("ethereum"), range("ethereum"), range("bitcoin"), range("bitcoin"), range("nope"), range("bitcoin")
+    ])
+    assert.deepStrictEqual(emulator.stats().ranges[0], { path: range("ethereum"), from: today - 4 * day, to: today - day })
+  })
+
   it("answers CoinGecko's error shapes: 404 coin not found, 400 bad currency, 401 past 365 days", async () => {
     const missing = await get("/coins/nope/market_chart?vs_currency=usd&days=1")
     assert.strictEqual(missing.status, 404)
@@ -66,7 +91,7 @@ describe("CoinGecko emulator", () => {
     assert.strictEqual((await get("/coins/markets?vs_currency=usd")).status, 200, "times: 1")
     assert.strictEqual((await get("/ping")).status, 200, "other paths unaffected")
     const stats = await (await fetch(`${origin()}/__stats`)).json()
-    assert.deepStrictEqual(stats, { total: 3, byPath: { "/coins/markets": 2, "/ping": 1 }, byQuery: { "markets:ranks": 2 }, maxInFlight: 1 })
+    assert.deepStrictEqual(stats, { total: 3, byPath: { "/coins/markets": 2, "/ping": 1 }, byQuery: { "markets:ranks": 2 }, maxInFlight: 1, ranges: [] })
   })
 
   it("/coins/list lists every coin, and as many dead ones as asked for the flood tests", async () => {

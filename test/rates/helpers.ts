@@ -4,6 +4,7 @@
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Layer, Option, type Schema } from "effect"
+import { clockLayerFrom } from "../support/clock.ts"
 import { configFrom, type Env } from "../support/config.ts"
 import { CoinGeckoClient, layerUpstreamGuardsMemory } from "../../src/rates/CoinGeckoClient.ts"
 import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
@@ -12,6 +13,7 @@ import { RatesConfig } from "../../src/rates/RatesConfig.ts"
 import { RatesProvider, type RatesQuery } from "../../src/rates/RatesProvider.ts"
 import { MonthlyBudget } from "../../src/rates/credits/MonthlyBudget.ts"
 import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
+import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
 
 /** The emulator's frozen clock in most tests: 2026-11-22T10:00:00Z. */
 export const EMULATOR_NOW = Date.UTC(2026, 10, 22, 10, 0, 0)
@@ -37,9 +39,18 @@ export const fastEnv = (baseUrl: string, overrides: Env = {}): Env => ({
 export const healthyEnv = (baseUrl: string, overrides: Env = {}): Env =>
   fastEnv(baseUrl, { COINGECKO_TIMEOUT_MS: "3000", COINGECKO_REQUEST_BUDGET_MS: "8000", ...overrides })
 
-/** The production Layer wiring, configured from `env`, over Node's real HTTP client. */
-export const liveRates = (env: Env) =>
-  CoinGeckoRates.layer.pipe(Layer.provide(configFrom(env)), Layer.provide(NodeHttpClient.layerUndici), Layer.provide(durableCellMemory))
+/**
+ * The production Layer wiring, configured from `env`, over Node's real HTTP client, with a history in
+ * memory. With `now`, on a clock that starts there (an emulator frozen at `now` then agrees with the
+ * service on which days are closed); else on the real clock.
+ */
+export const liveRates = (env: Env, now?: number) => {
+  const rates = CoinGeckoRates.layer.pipe(
+    Layer.provide(configFrom(env)),
+    Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, RatesHistory.layerMemory, durableCellMemory))
+  )
+  return now === undefined ? rates : Layer.merge(rates, clockLayerFrom(now))
+}
 
 /** `RatesConfig` read from `env` alone. */
 export const ratesConfigFrom = (env: Env) => RatesConfig.layer.pipe(Layer.provide(configFrom(env)))
@@ -73,7 +84,7 @@ export const makeAgeableCache = () => {
 export const liveRatesWithCache = (env: Env, cache: Layer.Layer<RatesCache>) =>
   CoinGeckoRates.layerNoDeps.pipe(
     Layer.provide(CoinGeckoClient.layerNoDeps),
-    Layer.provide(Layer.mergeAll(ratesConfigFrom(env), cache, layerUpstreamGuardsMemory, MonthlyBudget.layer.pipe(Layer.provide(Layer.mergeAll(ratesConfigFrom(env), durableCellMemory))))),
+    Layer.provide(Layer.mergeAll(ratesConfigFrom(env), cache, layerUpstreamGuardsMemory, RatesHistory.layerMemory, MonthlyBudget.layer.pipe(Layer.provide(Layer.mergeAll(ratesConfigFrom(env), durableCellMemory))))),
     Layer.provide(NodeHttpClient.layerUndici)
   )
 

@@ -76,12 +76,12 @@ describe("rates cache memory under a flood", () => {
         }
       }
       expect(peak).toBeLessThanOrEqual(maxBytes)
-      const calls = emulator.stats().byPath["/coins/bitcoin/market_chart"]
+      const calls = emulator.stats().byPath["/coins/bitcoin/market_chart/range"]
       emulator.setFault("5xx")
       const during = await askFrom(app, "203.0.113.1", popular)
       emulator.setFault("none")
       expect(during.status).toBe(200)
-      expect(emulator.stats().byPath["/coins/bitcoin/market_chart"]).toBe(calls)
+      expect(emulator.stats().byPath["/coins/bitcoin/market_chart/range"]).toBe(calls)
       console.info(`real data flood: peak ${peak} bytes of ${maxBytes}; ${JSON.stringify(store.size())}`)
     } finally {
       await app.close()

@@ -3,8 +3,11 @@
  * by read-modify-write, and that readers hold in memory. Two kinds: a file under DATA_DIR
  * (src/platform/ReloadingFile.ts, the embedded default) and PostgreSQL tables (./pgState.ts).
  */
-import { Data, type Effect } from "effect"
+import type { Effect } from "effect"
+import type { DatabaseError } from "../../database/Database.ts"
 import type { FileError } from "../../platform/files.ts"
+
+export { DatabaseError } from "../../database/Database.ts"
 
 export interface SharedState<A, StoreError> {
   /** Whether opening created the state (a first signing key). */
@@ -17,16 +20,6 @@ export interface SharedState<A, StoreError> {
   readonly modify: <B, E>(
     f: (current: A) => Effect.Effect<{ readonly next: A; readonly result: B }, E>
   ) => Effect.Effect<B, E | StoreError>
-}
-
-/** PostgreSQL could not be read or written, or holds what cannot be used. Never holds the URL or data. */
-export class DatabaseError extends Data.TaggedError("DatabaseError")<{
-  readonly operation: string
-  readonly reason: string
-}> {
-  override get message() {
-    return `PostgreSQL (DATABASE_URL): ${this.operation}: ${this.reason}`
-  }
 }
 
 /** Where the registry or the keys could not be stored. */

@@ -1,8 +1,9 @@
 /**
- * The PostgreSQL schema of the OAuth state, as versioned migrations (Effect SQL's Migrator; applied at
- * start-up by ./Database.ts). A migration, once released, is never edited: a change is a new one.
+ * The PostgreSQL schema, as one ordered record of versioned migrations (Effect SQL's Migrator; applied
+ * at start-up by ./Database.ts) for every capability that keeps state there. A migration, once
+ * released, is never edited: a change is a new one, numbered after the last.
  *
- * Every change to the clients or the keys, by an instance, the CLI or a hand-written statement, bumps
+ * 1_oauth: the OAuth state (src/oauth/store). Every change to the clients or the keys, by an instance, the CLI or a hand-written statement, bumps
  * the table's row in `oauth_versions` and sends NOTIFY oauth_changes (payload: that name) on commit,
  * which is how every instance learns of it (LISTEN, or polling the versions).
  */
@@ -53,7 +54,32 @@ const oauth = statements([
     FOR EACH STATEMENT EXECUTE FUNCTION oauth_changed('signing_keys')`
 ])
 
-export const loader = Migrator.fromRecord({ "1_oauth": oauth })
+/**
+ * 2_rates_history: the daily points of closed days (src/rates/history/postgresHistory.ts), written once
+ * and never changed, and per series the range of days already asked of the source (with or without a
+ * point), so that only the days outside it are fetched.
+ */
+const ratesHistory = statements([
+  `CREATE TABLE rates_daily_points (
+    coin text NOT NULL,
+    currency text NOT NULL,
+    source text NOT NULL,
+    day date NOT NULL,
+    price double precision NOT NULL,
+    PRIMARY KEY (coin, currency, source, day)
+  )`,
+  `CREATE TABLE rates_daily_coverage (
+    coin text NOT NULL,
+    currency text NOT NULL,
+    source text NOT NULL,
+    covered_from date NOT NULL,
+    covered_to date NOT NULL,
+    PRIMARY KEY (coin, currency, source),
+    CHECK (covered_from <= covered_to)
+  )`
+])
+
+export const loader = Migrator.fromRecord({ "1_oauth": oauth, "2_rates_history": ratesHistory })
 
 /** The table recording applied migrations. */
 export const migrationsTable = "crypto_api_migrations"
