@@ -39,12 +39,12 @@ const Stateful = Layer.unwrap(
     redisUrl === undefined
       ? Layer.mergeAll(
         RequestCounter.layerMemory,
-        CoinGeckoRates.layer.pipe(Layer.provide(Layer.mergeAll(RatesHistory.layer, DurableCells.layerDataDir))),
+        CoinGeckoRates.layer.pipe(Layer.provide(Layer.mergeAll(RatesHistory.layer, DurableCells.layerLocal))),
         OAuth.layer
       )
       : Layer.mergeAll(
         RequestCounter.layerRedis,
-        CoinGeckoRates.layerRedis(redisKeyPrefix).pipe(Layer.provide(Layer.mergeAll(RatesHistory.layer, DurableCells.layerSharedRedis))),
+        CoinGeckoRates.layerRedis(redisKeyPrefix).pipe(Layer.provide(Layer.mergeAll(RatesHistory.layer, DurableCells.layerShared))),
         OAuth.layerRedis
       ).pipe(Layer.provide(Layer.unwrap(
         // Imported only when configured: the Redis client is ~500 modules, 7-20 MB of RSS.

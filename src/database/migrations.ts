@@ -79,7 +79,19 @@ const ratesHistory = statements([
   )`
 ])
 
-export const loader = Migrator.fromRecord({ "1_oauth": oauth, "2_rates_history": ratesHistory })
+/**
+ * Small named values every instance shares, read and replaced by compare-and-set
+ * (src/platform/durableCell/postgres.ts): the month's credit ledger of the rates upstream.
+ */
+const durableCells = statements([
+  `CREATE TABLE durable_cells (
+    name text PRIMARY KEY,
+    value text NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+  )`
+])
+
+export const loader = Migrator.fromRecord({ "1_oauth": oauth, "2_rates_history": ratesHistory, "3_durable_cells": durableCells })
 
 /** The table recording applied migrations. */
 export const migrationsTable = "crypto_api_migrations"

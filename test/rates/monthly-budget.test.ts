@@ -9,16 +9,20 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as NodeRedis from "@effect/platform-node/NodeRedis"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Logger } from "effect"
+import { Context, Effect, Layer, Logger } from "effect"
 import { Redis } from "effect/persistence"
 import { TestClock } from "effect/testing"
 import { afterAll, beforeAll } from "vitest"
+import { AppConfig } from "../../src/config/AppConfig.ts"
 import { metricsText } from "../../src/observability/metrics.ts"
 import { DurableCell, DurableCellError } from "../../src/platform/durableCell/DurableCell.ts"
 import { makeFileCell } from "../../src/platform/durableCell/file.ts"
+import * as PostgresCell from "../../src/platform/durableCell/postgres.ts"
 import { makeRedisCell } from "../../src/platform/durableCell/redis.ts"
 import { LEDGER, makeMonthlyBudget } from "../../src/rates/credits/MonthlyBudget.ts"
 import { planFor } from "../../src/rates/credits/monthlyCredits.ts"
+import { freshDatabase } from "../scale/support.ts"
+import { configFrom } from "../support/config.ts"
 
 const DEMO = planFor(10_000)
 const NOW = Date.parse("2026-11-25T12:00:00Z")
@@ -116,6 +120,36 @@ describe("the month's credits shared through Redis", () => {
       assert.strictEqual(outcomes.filter((o) => o._tag === "Success").length, 150)
       assert.strictEqual((yield* a.snapshot).state.spent, 150)
     }).pipe(Effect.provide(redisLayer)))
+})
+
+describe("the month's credits kept in PostgreSQL (DATABASE_URL)", () => {
+  let database: Awaited<ReturnType<typeof freshDatabase>>
+  beforeAll(async () => {
+    database = await freshDatabase()
+  }, 30_000)
+  afterAll(async () => {
+    await database?.drop()
+  })
+  /** One "instance": its own pool (its own Layer build) on the test's database, and its budget. */
+  const instance = Effect.gen(function*() {
+    const cell = yield* Layer.build(
+      PostgresCell.layerPostgres.pipe(Layer.provide(AppConfig.layer), Layer.provide(configFrom({ DATABASE_URL: database.url })))
+    )
+    return yield* makeMonthlyBudget(DEMO, Context.get(cell, DurableCell))
+  })
+
+  it.live("two instances racing spend one reserve; a third started later finds it spent", () =>
+    Effect.gen(function*() {
+      const [a, b] = yield* Effect.all([instance, instance], { concurrency: 2 })
+      const outcomes = yield* Effect.all(
+        Array.from({ length: 300 }, (_, i) => Effect.result((i % 2 === 0 ? a! : b!).spend("cold"))),
+        { concurrency: 8 }
+      )
+      assert.strictEqual(outcomes.filter((o) => o._tag === "Success").length, 150)
+      const restarted = yield* instance
+      assert.strictEqual(yield* spendAll(restarted, "cold"), 0)
+      assert.strictEqual((yield* restarted.snapshot).state.spent, 150)
+    }).pipe(Effect.scoped))
 })
 
 describe("a ledger store that fails", () => {

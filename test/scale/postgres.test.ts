@@ -46,8 +46,8 @@ const ratesWith = (service: ServiceProcess, token: string) =>
 describe("two instances on one PostgreSQL, each with its own DATA_DIR", () => {
   it("migrate once when started together, and share one signing key", async () => {
     const [migrations] = await runSql(database.url, ["SELECT migration_id FROM crypto_api_migrations ORDER BY migration_id"])
-    // Each once: the OAuth tables, then the rates history (src/database/migrations.ts).
-    expect(migrations).toEqual([{ migration_id: 1 }, { migration_id: 2 }])
+    // Each once: the OAuth tables, the rates history, the durable cells (src/database/migrations.ts).
+    expect(migrations).toEqual([{ migration_id: 1 }, { migration_id: 2 }, { migration_id: 3 }])
     const [ja, jb] = await Promise.all([a, b].map((s) => fetch(`${s.url}/.well-known/jwks.json`).then((r) => r.json())))
     expect(ja).toEqual(jb)
     expect(ja.keys).toHaveLength(1)

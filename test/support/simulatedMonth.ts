@@ -74,7 +74,7 @@ const countingCell = () => {
       get: (name: string) => counted(cell.get(name)),
       compareAndSet: (name: string, expected: string | undefined, next: string) => counted(cell.compareAndSet(name, expected, next))
     }))
-  ).pipe(Layer.provide(DurableCells.layerDataDir))
+  ).pipe(Layer.provide(DurableCells.layerLocal))
   return { layer, pending: () => pending, started: () => started }
 }
 

@@ -1,21 +1,28 @@
 /**
- * Which DurableCell the configuration asks for: shared by every instance when Redis is configured
- * (REDIS_URL), else files under DATA_DIR/state (one instance; survives restarts).
+ * Which DurableCell the configuration asks for: PostgreSQL with DATABASE_URL (durable, shared by every
+ * instance); else Redis when configured (REDIS_URL: shared); else files under DATA_DIR/state (one
+ * instance; survives restarts).
  */
 import * as path from "node:path"
 import { Effect, Layer } from "effect"
 import type { Redis } from "effect/persistence"
 import { AppConfig } from "../../config/AppConfig.ts"
+import type { StartupFailure } from "../../startup.ts"
 import type { DurableCell } from "./DurableCell.ts"
 import { layerFile } from "./file.ts"
+import { layerPostgres } from "./postgres.ts"
 import { layerRedis } from "./redis.ts"
 
-/** Files under DATA_DIR/state. */
-export const layerDataDir: Layer.Layer<DurableCell, never, AppConfig> = Layer.unwrap(
-  Effect.map(AppConfig, ({ dataDir }) => layerFile(path.join(dataDir, "state")))
+/** Without Redis: PostgreSQL, else files under DATA_DIR/state. */
+export const layerLocal: Layer.Layer<DurableCell, StartupFailure, AppConfig> = Layer.unwrap(
+  Effect.map(AppConfig, ({ databaseUrl, dataDir }) => databaseUrl === undefined ? layerFile(path.join(dataDir, "state")) : layerPostgres)
 )
 
-/** In Redis, under REDIS_KEY_PREFIX. */
-export const layerSharedRedis: Layer.Layer<DurableCell, never, AppConfig | Redis.Redis> = Layer.unwrap(
-  Effect.map(AppConfig, ({ redisKeyPrefix }) => layerRedis(redisKeyPrefix))
+/** With Redis: PostgreSQL, else Redis under REDIS_KEY_PREFIX. */
+export const layerShared: Layer.Layer<DurableCell, StartupFailure, AppConfig | Redis.Redis> = Layer.unwrap(
+  Effect.map(
+    AppConfig,
+    ({ databaseUrl, redisKeyPrefix }): Layer.Layer<DurableCell, StartupFailure, AppConfig | Redis.Redis> =>
+      databaseUrl === undefined ? layerRedis(redisKeyPrefix) : layerPostgres
+  )
 )
