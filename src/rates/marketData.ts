@@ -51,11 +51,6 @@ const negative = (ttl: Duration.Duration): Timing => ({ ttl, refreshAhead: Durat
 
 /** A coin missing upstream may be listed later; ask again after an hour rather than on every request. */
 const MISSING_COIN_TTL = Duration.hours(1)
-/**
- * How long latest prices past their interval are still served while the month's pace holds their refresh
- * back; past it, a request waits for a cold fetch (its caller's credits) or gets the copy marked stale.
- */
-const LATEST_GRACE = Duration.hours(1)
 const MAX_SERIES_GRACE = Duration.hours(1)
 
 /** Past points never change: a series is complete until the next daily point, then served while refreshed. */
@@ -91,11 +86,12 @@ export const makeMarketData = (
 ): MarketData => {
   const { pacer } = options
   // Fresh for the pacer's interval when stored, refreshed when asked for an attempt's time before it
-  // ends (so the new copy lands before the old one expires), served for an hour more while the pace
-  // holds the refresh back.
+  // ends (so the new copy lands before the old one expires), served one interval more while the refresh
+  // runs or the pace holds it back (at most the wait for one credit); past that, a request waits for a
+  // cold fetch, and during an outage gets the copy marked stale.
   const latestTiming = (intervalMs: number): Timing => {
     const ttl = Duration.millis(intervalMs)
-    return { ttl, refreshAhead: Duration.min(Duration.divideUnsafe(ttl, 2), options.attemptTimeout), grace: LATEST_GRACE }
+    return { ttl, refreshAhead: Duration.min(Duration.divideUnsafe(ttl, 2), options.attemptTimeout), grace: ttl }
   }
 
   /** One `/coins/markets` call for `ids`, stored. */

@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { type TestApp, tokenFor } from "../support/app.ts"
 import { askFrom, eventually, sendJunk, shapeCycling, sleep, startRatesApp } from "./rates-abuse-support.ts"
+import { PLENTY } from "../support/credits.ts"
 
 const NOW = Date.UTC(2026, 10, 22, 10, 30)
 let emulator: CoinGeckoEmulator
@@ -118,7 +119,7 @@ describe("whom cold fetches are charged to", () => {
 describe("junk cannot evict real coins' last good copies", () => {
   it("after 160 junk requests and an outage, a query held before is answered 200 from its last good copy", async () => {
     // A generous budget: the junk really is looked at, as in the issue's reproduction.
-    app = await startRatesApp(emulator, { COINGECKO_LATEST_TTL_S: "1", COINGECKO_CALLS_PER_MIN: "10000" })
+    app = await startRatesApp(emulator, { COINGECKO_LATEST_TTL_S: "1", COINGECKO_CALLS_PER_MIN: "10000", COINGECKO_CALLS_PER_MONTH: PLENTY })
     const held = await askFrom(app, "198.51.100.9", { cryptos: ["BTC", "ETH"], currency: "eur", days: 30 })
     expect(held.status).toBe(200)
     await sendJunk(app, "198.51.100.1", 160)
@@ -164,7 +165,7 @@ describe("an auxiliary call failing does not cascade", () => {
 
 describe("callers never wait for a refresh", () => {
   it("after its latest prices expired, a held answer is served at once while one refresh runs behind", async () => {
-    app = await startRatesApp(emulator, { COINGECKO_LATEST_TTL_S: "2" })
+    app = await startRatesApp(emulator, { COINGECKO_LATEST_TTL_S: "2", COINGECKO_CALLS_PER_MONTH: PLENTY })
     const first = await askFrom(app, "198.51.100.1", { cryptos: ["BTC"], days: 7 })
     expect(first.status).toBe(200)
     await sleep(2_100)

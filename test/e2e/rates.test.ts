@@ -13,6 +13,7 @@ import { configFrom } from "../support/config.ts"
 import { expectProblem } from "../support/problems.ts"
 import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
 import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
+import { PLENTY } from "../support/credits.ts"
 
 let emulator: CoinGeckoEmulator
 let app: TestApp
@@ -80,7 +81,7 @@ describe("exchange rates against the CoinGecko emulator", () => {
     // Its own service, whose latest prices live 1 s (COINGECKO_LATEST_TTL_S): then the upstream goes down.
     const shortLived = await startTestApp({
       rates: CoinGeckoRates.layer.pipe(
-        Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_LATEST_TTL_S: "1" })),
+        Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_LATEST_TTL_S: "1", COINGECKO_CALLS_PER_MONTH: PLENTY })),
         Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, RatesHistory.layerMemory, durableCellMemory))
       )
     })

@@ -24,6 +24,7 @@ import { jsonOf, violationsOf } from "./support/invariants.ts"
 import { loadOpenApi, type OpenApiModel } from "./support/openapi.ts"
 import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
 import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
+import { PLENTY } from "../support/credits.ts"
 
 const NOW = Date.UTC(2026, 10, 22, 10, 30)
 /** Upstream budget per request (COINGECKO_REQUEST_BUDGET_MS) and the newsletter deadline, plus slack. */
@@ -58,6 +59,7 @@ describe("CoinGecko fault modes × the upstream calls behind POST /api/v1/exchan
       COINGECKO_BREAKER_FAILURES: "1000",
       COINGECKO_CALLS_PER_MIN: "10000",
       COINGECKO_LATEST_TTL_S: "1",
+      COINGECKO_CALLS_PER_MONTH: PLENTY,
       COINGECKO_DEFAULT_RETRY_AFTER_S: "1"
     })), Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, RatesHistory.layerMemory, durableCellMemory)))
     app = await startTestApp({ rates })

@@ -84,6 +84,8 @@ const makeStubUpstream = () => {
 }
 
 const LATEST_TTL_S = 60
+/** Latest prices are refreshed an attempt's time (COINGECKO_TIMEOUT_MS, 3 s) before they expire. */
+const REFRESH_AT_MS = LATEST_TTL_S * 1000 - 3_000
 
 const providerWith = (upstream: Layer.Layer<CoinGeckoClient>, cache: Layer.Layer<RatesCache>) =>
   CoinGeckoRates.layerNoDeps.pipe(
@@ -107,8 +109,8 @@ describe("CoinGecko provider on a cache hit", () => {
       assert.deepStrictEqual(upstream.built, { markets: 1, chart: 3 })
       assert.deepStrictEqual(cold.result.rates.map((r) => r.id), ["bitcoin", "xyz-coin", "ethereum"])
       assert.deepStrictEqual(cold.result.unknown, ["NOPE"])
-      // The latest prices are the first to be refreshed: in the last fifth of their minute.
-      assert.strictEqual(cold.freshUntil, EMULATOR_NOW + LATEST_TTL_S * 800)
+      // The latest prices are the first to be refreshed (credits aplenty: their interval is their minute).
+      assert.strictEqual(cold.freshUntil, EMULATOR_NOW + REFRESH_AT_MS)
 
       upstream.reset()
       const auxiliaryCalls = { ...upstream.auxiliary }
@@ -133,18 +135,18 @@ describe("CoinGecko provider on a cache hit", () => {
 
       // Due for refresh: the held prices are answered while one refresh runs behind.
       upstream.setPriceFactor(2)
-      yield* TestClock.adjust(Duration.seconds(LATEST_TTL_S * 0.8))
+      yield* TestClock.adjust(Duration.millis(REFRESH_AT_MS))
       const due = yield* answer()
       assert.deepStrictEqual(due.result.rates.map((r) => r.price), [100, 100, 100])
       assert.strictEqual(due.freshUntil, EMULATOR_NOW + LATEST_TTL_S * 1000, "until the held prices expire")
       yield* Effect.yieldNow
       assert.deepStrictEqual(upstream.built, { markets: 1, chart: 0 })
       const refreshed = yield* answer()
-      const refreshedAt = EMULATOR_NOW + LATEST_TTL_S * 800
+      const refreshedAt = EMULATOR_NOW + REFRESH_AT_MS
       assert.deepStrictEqual(refreshed.result.rates.map((r) => r.price), [200, 200, 200])
       assert.strictEqual(refreshed.result.asOf, new Date(refreshedAt).toISOString().replace(".000Z", "Z"))
       assert.deepStrictEqual(refreshed.result.rates.map((r) => r.series), warm.result.rates.map((r) => r.series))
-      assert.strictEqual(refreshed.freshUntil, refreshedAt + LATEST_TTL_S * 800)
+      assert.strictEqual(refreshed.freshUntil, refreshedAt + REFRESH_AT_MS)
       assert.deepStrictEqual(yield* answer(), refreshed)
 
       // Not asked for two lifetimes: past its grace, the next request waits for a cold fetch.

@@ -9,6 +9,7 @@ import { type CoinGeckoEmulator, type FaultMode, startCoinGeckoEmulator } from "
 import { emulatedDailyPrices } from "../emulators/coingecko-data.ts"
 import type { RatesError } from "../../src/rates/RatesProvider.ts"
 import { EMULATOR_NOW, fastEnv, historical, liveRates, liveRatesWithCache, makeAgeableCache, timed } from "./helpers.ts"
+import { PLENTY } from "../support/credits.ts"
 
 let emulator: CoinGeckoEmulator
 
@@ -175,7 +176,7 @@ describe("stale-if-error", () => {
       assert.deepStrictEqual(stale.rates, fresh.rates)
       assert.strictEqual(stale.asOf, fresh.asOf, "asOf tells when the served prices were fetched")
       assert.strictEqual(emulator.stats().byPath["/coins/markets"], 2, "it did try the upstream (and retried once)")
-    }).pipe(Effect.provide(liveRates(fastEnv(emulator.url, { COINGECKO_LATEST_TTL_S: "1" })))))
+    }).pipe(Effect.provide(liveRates(fastEnv(emulator.url, { COINGECKO_LATEST_TTL_S: "1", COINGECKO_CALLS_PER_MONTH: PLENTY })))))
 
   const outages: ReadonlyArray<FaultMode> = ["5xx", "hang", "429", "401", "wrong-shape"]
   for (const mode of outages) {

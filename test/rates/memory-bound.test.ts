@@ -10,6 +10,7 @@ import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coi
 import { emulatedCoins, emulatedCurrencies } from "../emulators/coingecko-data.ts"
 import { RatesCache } from "../../src/rates/RatesCache.ts"
 import { askFrom, junkSymbols, startRatesApp } from "../e2e/rates-abuse-support.ts"
+import { PLENTY } from "../support/credits.ts"
 import { EMULATOR_NOW, healthyEnv, liveRatesWithCache } from "./helpers.ts"
 
 let emulator: CoinGeckoEmulator
@@ -23,7 +24,7 @@ describe("rates cache memory under a flood", () => {
   it("distinct unknown symbols store nothing; dead coins only fill the negative tier, bounded", async () => {
     const store = RatesCache.makeMemory({ maxBytes: 4 * 1024 * 1024, negativeEntries: 500 })
     // A budget and shares large enough that the flood really reaches the cache.
-    const env = healthyEnv(emulator.url, { COINGECKO_CALLS_PER_MIN: "10000", COINGECKO_CALLER_SHARE_PCT: "100", COINGECKO_CALLS_PER_MONTH: "1000000000" })
+    const env = healthyEnv(emulator.url, { COINGECKO_CALLS_PER_MIN: "10000", COINGECKO_CALLER_SHARE_PCT: "100", COINGECKO_CALLS_PER_MONTH: PLENTY })
     const app = await startRatesApp(emulator, {}, liveRatesWithCache(env, Layer.succeed(RatesCache)(store)))
     try {
       const held = await askFrom(app, "203.0.113.1", { cryptos: ["BTC", "ETH"], days: 30 })
@@ -59,7 +60,7 @@ describe("rates cache memory under a flood", () => {
   it("real data stays within its bytes; the entry asked for all along keeps its copy", async () => {
     const maxBytes = 256 * 1024 // about 25 years of daily points
     const store = RatesCache.makeMemory({ maxBytes })
-    const env = healthyEnv(emulator.url, { COINGECKO_CALLS_PER_MIN: "10000", COINGECKO_CALLER_SHARE_PCT: "100", COINGECKO_CALLS_PER_MONTH: "1000000000" })
+    const env = healthyEnv(emulator.url, { COINGECKO_CALLS_PER_MIN: "10000", COINGECKO_CALLER_SHARE_PCT: "100", COINGECKO_CALLS_PER_MONTH: PLENTY })
     const app = await startRatesApp(emulator, {}, liveRatesWithCache(env, Layer.succeed(RatesCache)(store)))
     try {
       const popular = { cryptos: ["BTC"], currency: "usd", days: 365 }
