@@ -3,9 +3,21 @@
  * credits a month) spent 2 to 4 upstream calls a minute, 9 to 17 times the plan. A simulated day of that
  * traffic, through the service over HTTP and the CoinGecko emulator (test/support/simulatedMonth.ts),
  * must spend at most a day's share of the month, answer 200 every time, with prices at most 15 minutes
- * old. The whole month, and Basic's, is `npm run bench -- --month`.
+ * old. The whole month, and Basic's, is `npm run bench -- --month`. And when the month's credits are
+ * spent, no call is made: nothing held is 503 with Retry-After, and `/readyz` does not care.
  */
-import { describe, expect, it } from "vitest"
+import { NodeHttpClient } from "@effect/platform-node"
+import { Effect, Layer } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { DurableCell } from "../../src/platform/durableCell/DurableCell.ts"
+import { makeMemoryCell } from "../../src/platform/durableCell/memory.ts"
+import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
+import { LEDGER } from "../../src/rates/credits/MonthlyBudget.ts"
+import { monthOf, planFor } from "../../src/rates/credits/monthlyCredits.ts"
+import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
+import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
+import { startTestApp, type TestApp } from "../support/app.ts"
+import { configFrom } from "../support/config.ts"
 import { simulateMonth } from "../support/simulatedMonth.ts"
 
 describe("the landing page over a simulated day, on Demo's credits", () => {
@@ -17,4 +29,47 @@ describe("the landing page over a simulated day, on Demo's credits", () => {
     expect(day.credits).toBeGreaterThan(2 * 24)
     expect(day.oldestPricesSeconds).toBeLessThanOrEqual(15 * 60)
   }, 180_000)
+})
+
+describe("the month's credits spent", () => {
+  let emulator: CoinGeckoEmulator
+  let app: TestApp
+  beforeAll(async () => {
+    emulator = await startCoinGeckoEmulator({ host: "127.0.0.1" })
+    // Another instance spent everything a moment ago: the shared ledger holds no credit.
+    const spentLedger = Layer.effect(
+      DurableCell,
+      Effect.gen(function*() {
+        const cell = makeMemoryCell()
+        const now = Date.now()
+        yield* cell.compareAndSet(LEDGER, undefined, JSON.stringify({ cold: 0, refresh: 0, at: now, month: monthOf(now), spent: 10_000 }))
+        return cell
+      })
+    )
+    const rates = CoinGeckoRates.layer.pipe(
+      Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url })),
+      Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, RatesHistory.layerMemory, spentLedger))
+    )
+    app = await startTestApp({ rates })
+  })
+  afterAll(async () => {
+    await app?.close()
+    await emulator?.close()
+  })
+
+  it("makes no call: nothing held is 503 with Retry-After until the next credit, and /readyz stays 200", async () => {
+    const response = await fetch(`${app.url}/api/v1/exchange-rates`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ cryptos: ["BTC"] })
+    })
+    expect(response.status).toBe(503)
+    expect((await response.json() as { code: string }).code).toBe("service_unavailable")
+    const retryAfter = Number(response.headers.get("retry-after"))
+    // Until a cold credit comes back, at the cold part's quarter of Demo's pace: about 18 minutes.
+    expect(retryAfter).toBeGreaterThan(0)
+    expect(retryAfter).toBeLessThanOrEqual(Math.ceil(1 / planFor(10_000).rate.cold / 1000))
+    expect(emulator.stats().total).toBe(0)
+    expect((await fetch(`${app.url}/readyz`)).status).toBe(200)
+  })
 })
