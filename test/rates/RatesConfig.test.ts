@@ -43,6 +43,17 @@ describe("RatesConfig", () => {
       assert.include(error.message, "COINGECKO_API_KEY")
     }))
 
+  it.effect("the month's credits: Demo's 10,000 by default, Basic's 100,000 with a paid key, or as set", () =>
+    Effect.gen(function*() {
+      assert.strictEqual((yield* read({})).callsPerMonth, 10_000)
+      assert.strictEqual((yield* read({ COINGECKO_API_PLAN: "pro", COINGECKO_API_KEY: "k" })).callsPerMonth, 100_000)
+      assert.strictEqual((yield* read({ COINGECKO_CALLS_PER_MONTH: "500000" })).callsPerMonth, 500_000)
+      for (const bad of ["0", "999", "ten thousand", "12.5"]) {
+        const error = yield* Effect.flip(read({ COINGECKO_CALLS_PER_MONTH: bad }))
+        assert.include(error.message, "COINGECKO_CALLS_PER_MONTH")
+      }
+    }))
+
   it.effect("names every bad variable", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(read({
