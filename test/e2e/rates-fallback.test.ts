@@ -175,4 +175,25 @@ describe("issue 22, done when", () => {
       (largest.relative * 100).toFixed(4)
     } % (${largest.at})`)
   }, 30_000)
+
+  it("a stale CoinGecko copy is not fresh: Coinbase answers; with Coinbase failing too, the stale copy does", async () => {
+    const app = await started(startFallbackApp({ coinGeckoEnv: coinGeckoFastEnv(coinGecko.url), coinbaseUrl: coinbase.url }))
+    const query = { cryptos: ["BTC", "ETH"], currency: "usd", days: 7 }
+    const fresh = await ask(app, query)
+    expect(fresh.body.source).toBe("coingecko")
+    coinGecko.setFault("5xx")
+    app.advance(2 * 3_600_000) // the latest prices past their life and their hour of grace
+    const replaced = await ask(app, query)
+    expect(replaced.status).toBe(200)
+    expect(replaced.body.source).toBe("coinbase")
+    expect(replaced.body.stale).toBe(false)
+    coinbase.setFault("5xx")
+    app.advance(61_000) // past the Coinbase answer's minute
+    const lastGood = await ask(app, query)
+    expect(lastGood.status).toBe(200)
+    expect(lastGood.body.source).toBe("coingecko")
+    expect(lastGood.body.stale).toBe(true)
+    expect(lastGood.body.rates.map((r: any) => r.series)).toEqual(fresh.body.rates.map((r: any) => r.series))
+    console.info(`held copies aged 2 h, CoinGecko 5xx: Coinbase ok → ${summary(replaced)}; Coinbase failing too → ${summary(lastGood)}`)
+  }, 30_000)
 })
