@@ -25,6 +25,7 @@ import { MetricsServer } from "./observability/metrics.ts"
 import * as DurableCells from "./platform/durableCell/layer.ts"
 import { RatesAnswerMemo } from "./rates/answerMemo.ts"
 import * as CoinGeckoRates from "./rates/CoinGeckoRates.ts"
+import * as SecondSource from "./rates/fallback/layer.ts"
 import * as RatesHistory from "./rates/history/history.ts"
 
 /**
@@ -32,19 +33,24 @@ import * as RatesHistory from "./rates/history/history.ts"
  * counts, the token endpoint's failure counts, the rates cache, the upstream call budget and circuit breaker.
  * Durable either way: the rates history and the month's credits, in PostgreSQL with DATABASE_URL (the
  * OAuth tables' one pool), else the history in files under DATA_DIR and the credits in Redis when
- * configured, else in files under DATA_DIR/state (a restart adds no credit).
+ * configured, else in files under DATA_DIR/state (a restart adds no credit). The second rates source
+ * (Coinbase unless RATES_FALLBACK=none) keeps its points in the same history; its rate bucket and
+ * breaker are per instance (a keyless source limited per address).
  */
 const Stateful = Layer.unwrap(
   Effect.map(AppConfig, ({ redisUrl, redisKeyPrefix }) =>
     redisUrl === undefined
       ? Layer.mergeAll(
         RequestCounter.layerMemory,
-        CoinGeckoRates.layer.pipe(Layer.provide(Layer.mergeAll(RatesHistory.layer, DurableCells.layerLocal))),
+        CoinGeckoRates.layer.pipe(Layer.provide(SecondSource.layer), Layer.provide(Layer.mergeAll(RatesHistory.layer, DurableCells.layerLocal))),
         OAuth.layer
       )
       : Layer.mergeAll(
         RequestCounter.layerRedis,
-        CoinGeckoRates.layerRedis(redisKeyPrefix).pipe(Layer.provide(Layer.mergeAll(RatesHistory.layer, DurableCells.layerShared))),
+        CoinGeckoRates.layerRedis(redisKeyPrefix).pipe(
+          Layer.provide(SecondSource.layer),
+          Layer.provide(Layer.mergeAll(RatesHistory.layer, DurableCells.layerShared))
+        ),
         OAuth.layerRedis
       ).pipe(Layer.provide(Layer.unwrap(
         // Imported only when configured: the Redis client is ~500 modules, 7-20 MB of RSS.

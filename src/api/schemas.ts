@@ -68,6 +68,9 @@ export const RateEntry = Schema.Struct({
   change: Schema.Struct({ "24h": NullableNumber, "7d": NullableNumber, "30d": NullableNumber }),
   series: Schema.Array(Schema.Tuple([Schema.Int, Schema.Finite])).annotate({
     description: "Daily points [epoch ms at 00:00 UTC, price], oldest first"
+  }),
+  source: Schema.Literals(["coingecko", "coinbase"]).annotate({
+    description: "Where this rate comes from: CoinGecko, or Coinbase Exchange when CoinGecko cannot serve it (CONTRACT C4, second source)"
   })
 })
 
@@ -80,11 +83,13 @@ export const ExchangeRatesResponse = Schema.Struct({
   days: Schema.Int,
   interval: Schema.Literal("daily"),
   asOf: Schema.String.annotate({ format: "date-time" }),
-  source: Schema.String,
+  source: Schema.Literals(["coingecko", "coinbase", "mixed"]).annotate({
+    description: "The source every rate names, or mixed when the rates come from both"
+  }),
   stale: Schema.Boolean,
   rates: Schema.Array(RateEntry),
   unknown: Schema.Array(Schema.String),
-  attribution: Schema.String
+  attribution: Schema.String.annotate({ description: "Names every source used" })
 }).annotate({
   identifier: "ExchangeRatesResponse",
   examples: [{
@@ -108,10 +113,37 @@ export const ExchangeRatesResponse = Schema.Struct({
         [1736726400000, 94488.44],
         [1736812800000, 94516.53],
         [1736899200000, 96534.05]
-      ]
+      ],
+      source: "coingecko"
     }],
     unknown: [],
     attribution: "Data provided by CoinGecko"
+  }, {
+    currency: "EUR",
+    days: 2,
+    interval: "daily",
+    asOf: "2025-01-15T12:00:00.000Z",
+    source: "mixed",
+    stale: false,
+    rates: [{
+      symbol: "BTC",
+      id: "bitcoin",
+      name: "Bitcoin",
+      price: 96950.4,
+      change: { "24h": 1.38, "7d": -2.1, "30d": 5.9 },
+      series: [[1736812800000, 91817.7], [1736899200000, 93778.3]],
+      source: "coingecko"
+    }, {
+      symbol: "ETH",
+      id: "ethereum",
+      name: "Ethereum",
+      price: 3230.55,
+      change: { "24h": 0.91, "7d": -4.02, "30d": -1.7 },
+      series: [[1736812800000, 3102.18], [1736899200000, 3175.02]],
+      source: "coinbase"
+    }],
+    unknown: [],
+    attribution: "Data provided by CoinGecko; Data provided by Coinbase Exchange"
   }]
 })
 

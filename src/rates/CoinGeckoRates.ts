@@ -23,7 +23,7 @@
 import { Clock, Duration, Effect, Layer, type Scope } from "effect"
 import type { HttpClient } from "effect/http"
 import type { Redis } from "effect/persistence"
-import { assembleAnswer, coinIds } from "./answer.ts"
+import { assembleAnswer, coinIds, notServedFresh } from "./answer.ts"
 import type { DurableCell } from "../platform/durableCell/DurableCell.ts"
 import { CoinGeckoClient, toRatesError } from "./CoinGeckoClient.ts"
 import { MonthlyBudget } from "./credits/MonthlyBudget.ts"
@@ -38,14 +38,16 @@ import { type RatesAnswer, type RatesError, RatesProvider, type RatesQuery, Rate
 import { makeStaleCache } from "./staleCache.ts"
 import { makeResolveSymbols } from "./symbolResolution.ts"
 import { chargeFor, CurrentCharge } from "./upstreamGuards.ts"
+import { SecondSource } from "./fallback/SecondSource.ts"
 
 export { ATTRIBUTION, SOURCE } from "./answer.ts"
 
 const makeCoinGeckoRates: Effect.Effect<
   RatesProvider["Service"],
   never,
-  CoinGeckoClient | MonthlyBudget | RatesCache | RatesConfig | DailyHistory | Scope.Scope
+  CoinGeckoClient | MonthlyBudget | RatesCache | RatesConfig | DailyHistory | SecondSource | Scope.Scope
 > = Effect.gen(function*() {
+  const second = yield* SecondSource
   const config = yield* RatesConfig
   const upstream = yield* CoinGeckoClient
   const charts = makeHeldCharts(yield* DailyHistory, upstream, SERIES_DAYS)
@@ -70,16 +72,22 @@ const makeCoinGeckoRates: Effect.Effect<
       yield* checkCurrency(currency, listsDeadline)
       const resolved = yield* resolveSymbols(query.symbols, listsDeadline)
       const ids = coinIds(resolved)
-      const [latest, charts] = yield* Effect.all([
-        market.latestFor(ids, currency, deadline),
-        Effect.forEach(ids, (id) => Effect.result(market.chartFor(id, currency, deadline)), { concurrency: "unbounded" })
+      // With a second source, CoinGecko has two thirds of the budget: the rest is the fallback's.
+      const coinGeckoDeadline = second.enabled ? startedAt + (config.requestBudgetMs * 2) / 3 : deadline
+      const [latest, chartList] = yield* Effect.all([
+        market.latestFor(ids, currency, coinGeckoDeadline),
+        Effect.forEach(ids, (id) => Effect.result(market.chartFor(id, currency, coinGeckoDeadline)), { concurrency: "unbounded" })
       ], { concurrency: 2 })
+      const charts = new Map(ids.map((id, i) => [id, chartList[i]!] as const))
+      const wanted = second.enabled ? notServedFresh(resolved, latest, charts) : []
       return yield* Effect.fromResult(assembleAnswer({
         query: { ...query, currency },
         startedAt,
         resolved,
         latest,
-        charts: new Map(ids.map((id, i) => [id, charts[i]!] as const))
+        charts,
+        second: wanted.length === 0 ? undefined : yield* second.ratesFor(wanted, currency, deadline),
+        secondAttribution: second.attribution
       }))
     }).pipe(
       Effect.catchTag("CoinGeckoError", (error) =>
@@ -100,7 +108,7 @@ const makeCoinGeckoRates: Effect.Effect<
 // Layers
 
 /** Everything injected: swap the upstream client, the cache (Redis), the kept history or the config. */
-export const layerNoDeps: Layer.Layer<RatesProvider, never, CoinGeckoClient | MonthlyBudget | RatesCache | RatesConfig | DailyHistory> = Layer.effect(
+export const layerNoDeps: Layer.Layer<RatesProvider, never, CoinGeckoClient | MonthlyBudget | RatesCache | RatesConfig | DailyHistory | SecondSource> = Layer.effect(
   RatesProvider,
   makeCoinGeckoRates
 )
@@ -115,9 +123,10 @@ const memoryCache = Layer.unwrap(
 /**
  * One instance: in-memory cache, per-minute budget and circuit breaker; the month's credits in a
  * `DurableCell`. Needs an `HttpClient`, a `DurableCell` (the server's: platform/durableCell/layer.ts)
- * and a `DailyHistory` (the server's: history/history.ts; tests: history/memoryHistory.ts).
+ * a `DailyHistory` (the server's: history/history.ts; tests: history/memoryHistory.ts) and a
+ * `SecondSource` (the server's: fallback/layer.ts; `SecondSource.layerNone` for CoinGecko alone).
  */
-export const layer: Layer.Layer<RatesProvider, ConfigError, HttpClient.HttpClient | DurableCell | DailyHistory> = layerNoDeps.pipe(
+export const layer: Layer.Layer<RatesProvider, ConfigError, HttpClient.HttpClient | DurableCell | DailyHistory | SecondSource> = layerNoDeps.pipe(
   Layer.provide(Layer.mergeAll(CoinGeckoClient.layer, memoryCache)),
   Layer.provideMerge(MonthlyBudget.layer),
   Layer.provide(RatesConfig.layer)
@@ -131,7 +140,7 @@ export const layer: Layer.Layer<RatesProvider, ConfigError, HttpClient.HttpClien
  * `Redis.Redis` (e.g. `NodeRedis.layer`), an `HttpClient` and a `DailyHistory` (with DATABASE_URL the
  * instances share it too).
  */
-export const layerRedis = (keyPrefix: string): Layer.Layer<RatesProvider, ConfigError, HttpClient.HttpClient | Redis.Redis | DurableCell | DailyHistory> =>
+export const layerRedis = (keyPrefix: string): Layer.Layer<RatesProvider, ConfigError, HttpClient.HttpClient | Redis.Redis | DurableCell | DailyHistory | SecondSource> =>
   layerNoDeps.pipe(
     Layer.provide(Layer.mergeAll(CoinGeckoClient.layerRedis(keyPrefix), RatesCache.layerRedis({ prefix: `${keyPrefix}rates-cache:` }))),
     Layer.provideMerge(MonthlyBudget.layer),

@@ -52,7 +52,8 @@ const rateFor = (symbol: string, query: RatesQuery, fx: number): RateSeries | un
     name: coin.name,
     price,
     change: { "24h": 1.5, "7d": -2.25, "30d": 10 },
-    series
+    series,
+    source: "coingecko"
   }
 }
 

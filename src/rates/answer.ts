@@ -3,11 +3,14 @@
  * their series and latest prices), and until when it holds. Pure: no I/O, no clock.
  *
  * A known coin that can be served neither fresh nor from a last good copy fails the whole answer: a
- * partial answer would look complete to the caller.
+ * partial answer would look complete to the caller. A coin the second source served (fallback/) is
+ * its rate, whole; each rate names its source, and the answer every source it used (CONTRACT C4).
  */
 import { Result } from "effect"
 import type { CoinGeckoError } from "./CoinGeckoClient.ts"
 import { changesFromSeries } from "./dailySeries.ts"
+import { RatesUnavailableError } from "./errors.ts"
+import type { RateSource, SecondOutcome, WantedCoin } from "./fallback/SecondSource.ts"
 import type { Chart, LatestPrices } from "./marketData.ts"
 import type { RatesAnswer, RatesQuery, RateSeries } from "./RatesProvider.ts"
 import type { Sourced } from "./staleCache.ts"
@@ -15,6 +18,20 @@ import type { Resolved } from "./symbolResolution.ts"
 
 export const SOURCE = "coingecko"
 export const ATTRIBUTION = "Data provided by CoinGecko"
+
+/** The answer's `source`: the one every rate names, or `mixed`; CoinGecko's when there is no rate. */
+export const answerSource = (sources: ReadonlySet<RateSource>): RateSource | "mixed" =>
+  sources.size > 1 ? "mixed" : sources.has("coinbase") ? "coinbase" : SOURCE
+
+/**
+ * A coin neither source could serve, with no copy held: 503 (CONTRACT C4 "Second source"), to be asked
+ * again after the shorter of the two sources' waits (a source that does not list the coin has none).
+ */
+export const neitherSource = (first: CoinGeckoError, second: SecondOutcome & { readonly _tag: "Failed" }): RatesUnavailableError => {
+  const waits = [Math.max(1, first.retryAfterSeconds)]
+  if (second.error.kind !== "not-found") waits.push(Math.max(1, second.error.retryAfterSeconds))
+  return new RatesUnavailableError({ reason: `${first.message}; ${second.error.message}`, retryAfterSeconds: Math.min(...waits) })
+}
 
 /** `2026-11-22T10:00:00Z`: ISO 8601 without the milliseconds (toISOString always ends `.mmmZ` in this range). */
 export const isoSeconds = (epochMs: number) => {
@@ -49,10 +66,41 @@ export interface Gathered {
   readonly latest: LatestPrices
   /** The series of every coin id of `resolved`, or why it could not be had. */
   readonly charts: ReadonlyMap<string, Result.Result<Sourced<Chart>, CoinGeckoError>>
+  /** What the second source answered for the coins CoinGecko could not serve fresh (none when not asked). */
+  readonly second?: ReadonlyMap<string, SecondOutcome> | undefined
+  /** The second source's attribution, for when one of its rates is in the answer. */
+  readonly secondAttribution?: string | undefined
 }
 
-export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, CoinGeckoError> => {
+/**
+ * The coins CoinGecko could not serve fresh: its chart failed (a 404 is an answer: "no such coin"), or
+ * only a stale copy of its chart or latest price is held, or no latest price because the call failed.
+ */
+export const notServedFresh = (
+  resolved: Resolved,
+  latest: LatestPrices,
+  charts: Gathered["charts"]
+): Array<WantedCoin> => {
+  const wanted: Array<WantedCoin> = []
+  for (const [symbol, coin] of resolved.coins) {
+    if (coin === null || wanted.some((w) => w.id === coin.id)) continue
+    const chart = charts.get(coin.id)
+    if (chart === undefined) continue
+    let failed: boolean
+    if (Result.isFailure(chart)) failed = chart.failure.kind !== "not-found"
+    else if (chart.success.value === null) failed = false
+    else {
+      const market = latest.latest.get(coin.id)
+      failed = chart.success.stale || (market === undefined ? latest.failure !== undefined : market.stale)
+    }
+    if (failed) wanted.push({ symbol, id: coin.id })
+  }
+  return wanted
+}
+
+export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, CoinGeckoError | RatesUnavailableError> => {
   const { charts, latest, query, resolved } = gathered
+  const sources = new Set<RateSource>()
   // Until when this very answer may be repeated: the earliest `holdsUntil` of what it is made of (an
   // old copy, or a call that failed and that the next request would retry, makes it 0).
   let freshUntil = Number.POSITIVE_INFINITY
@@ -68,8 +116,17 @@ export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, C
       unknown.push(symbol)
       continue
     }
+    const second = gathered.second?.get(coin.id)
+    if (second?._tag === "Served") {
+      const { rate } = second
+      freshUntil = Math.min(freshUntil, rate.holdsUntil)
+      asOf = Math.min(asOf, rate.asOf)
+      sources.add("coinbase")
+      rates.push({ symbol, id: coin.id, name: rate.name, price: rate.price, change: rate.change, series: lastPoints(rate.series, query.days), source: "coinbase" })
+      continue
+    }
     // Strict: every known coin is served (fresh or last good), or the request fails.
-    if (Result.isFailure(chart)) return Result.fail(chart.failure)
+    if (Result.isFailure(chart)) return Result.fail(second === undefined ? chart.failure : neitherSource(chart.failure, second))
     const series = chart.success
     const market = latest.latest.get(coin.id)
     freshUntil = Math.min(freshUntil, series.holdsUntil, market === undefined ? 0 : market.holdsUntil)
@@ -99,7 +156,8 @@ export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, C
     }
     stale ||= series.stale
     // The points themselves are frozen (cached entries are), so the answer shares them.
-    rates.push({ symbol, id: coin.id, name, price, change, series: lastPoints(series.value, query.days) })
+    sources.add(SOURCE)
+    rates.push({ symbol, id: coin.id, name, price, change, series: lastPoints(series.value, query.days), source: SOURCE })
   }
 
   // Without any rate, asOf is the clock's: the next answer differs, nothing in it is worth reusing.
@@ -110,11 +168,13 @@ export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, C
       days: query.days,
       interval: "daily",
       asOf: isoSeconds(priced ? asOf : gathered.startedAt),
-      source: SOURCE,
+      source: answerSource(sources),
       stale,
       rates,
       unknown,
-      attribution: ATTRIBUTION
+      attribution: sources.has("coinbase")
+        ? (sources.has(SOURCE) ? `${ATTRIBUTION}; ${gathered.secondAttribution}` : gathered.secondAttribution ?? ATTRIBUTION)
+        : ATTRIBUTION
     },
     freshUntil: priced ? freshUntil : 0
   })

@@ -64,7 +64,7 @@ export const startService = async (o: ServiceStart): Promise<Server> => {
   const port = await freePort()
   const logFd = openSync(o.logPath, "w")
   const argv = pinned(o.serverCpus, [NODE, ...(o.profDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${o.profDir}`]), ...startArguments()])
-  const env: Record<string, string | undefined> = { ...process.env, ...serviceSettings, ...o.env, PORT: String(port), HOST, DATA_DIR: o.dataDir, PUBLIC_BASE_URL: `http://${HOST}:${port}`, COINGECKO_BASE_URL: o.upstreamUrl }
+  const env: Record<string, string | undefined> = { ...process.env, ...serviceSettings, ...o.env, PORT: String(port), HOST, DATA_DIR: o.dataDir, PUBLIC_BASE_URL: `http://${HOST}:${port}`, COINGECKO_BASE_URL: o.upstreamUrl, RATES_FALLBACK: "none" }
   for (const [name, value] of Object.entries(env)) if (value === undefined) delete env[name]
   const child = track(spawn(argv[0]!, argv.slice(1), { cwd: ROOT, env, stdio: ["ignore", logFd, "pipe"] }))
   closeSync(logFd)

@@ -6,6 +6,7 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { Layer } from "effect"
 import type { CoinGeckoEmulator } from "../emulators/coingecko.ts"
 import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
+import { SecondSource } from "../../src/rates/fallback/SecondSource.ts"
 import type { RatesProvider } from "../../src/rates/RatesProvider.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { configFrom, type Env } from "../support/config.ts"
@@ -15,6 +16,7 @@ import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
 /** The live provider with the production defaults, but for `env`. */
 export const liveRatesLayer = (emulator: CoinGeckoEmulator, env: Env = {}): Layer.Layer<RatesProvider, unknown> =>
   CoinGeckoRates.layer.pipe(
+    Layer.provide(SecondSource.layerNone),
     Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, ...env })),
     Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, RatesHistory.layerMemory, durableCellMemory))
   )

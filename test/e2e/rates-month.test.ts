@@ -14,6 +14,7 @@ import { makeMemoryCell } from "../../src/platform/durableCell/memory.ts"
 import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
 import { LEDGER } from "../../src/rates/credits/MonthlyBudget.ts"
 import { monthOf, planFor } from "../../src/rates/credits/monthlyCredits.ts"
+import { SecondSource } from "../../src/rates/fallback/SecondSource.ts"
 import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
@@ -47,6 +48,7 @@ describe("the month's credits spent", () => {
       })
     )
     const rates = CoinGeckoRates.layer.pipe(
+      Layer.provide(SecondSource.layerNone),
       Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url })),
       Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, RatesHistory.layerMemory, spentLedger))
     )

@@ -15,6 +15,7 @@ import { type ListmonkEmulator, startListmonkEmulator } from "../emulators/listm
 import type { FaultMode as NewsletterFault } from "../emulators/newsletter-kit.ts"
 import { Newsletter } from "../../src/newsletter/Newsletter.ts"
 import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
+import { SecondSource } from "../../src/rates/fallback/SecondSource.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { configFrom } from "../support/config.ts"
 import { BASE } from "../support/problems.ts"
@@ -49,7 +50,7 @@ describe("CoinGecko fault modes × the upstream calls behind POST /api/v1/exchan
   let model: OpenApiModel
   beforeAll(async () => {
     emulator = await startCoinGeckoEmulator({ host: "127.0.0.1", now: NOW })
-    const rates = CoinGeckoRates.layer.pipe(Layer.provide(configFrom({
+    const rates = CoinGeckoRates.layer.pipe(Layer.provide(SecondSource.layerNone), Layer.provide(configFrom({
       COINGECKO_BASE_URL: emulator.url,
       COINGECKO_TIMEOUT_MS: "300",
       COINGECKO_REQUEST_BUDGET_MS: "1500",

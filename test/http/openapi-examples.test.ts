@@ -117,6 +117,17 @@ describe("every example", () => {
     expect(text).not.toMatch(/9007199254740991|"cryptos":\[""\]|"email":""/)
     expect(doc.components.schemas.ExchangeRatesResponse.examples[0].rates[0].series).toHaveLength(7)
   })
+
+  it("say where each rate comes from: a source per rate, the answer's coingecko, coinbase or mixed (CONTRACT C4)", () => {
+    const answer = doc.components.schemas.ExchangeRatesResponse
+    const rate = schemaOf(answer.properties.rates.items.$ref ?? "") ?? answer.properties.rates.items
+    expect(rate.required).toContain("source")
+    expect(rate.properties.source.enum).toEqual(["coingecko", "coinbase"])
+    expect(answer.properties.source.enum).toEqual(["coingecko", "coinbase", "mixed"])
+    const mixed = answer.examples.find((example: any) => example.source === "mixed")
+    expect(mixed.rates.map((r: any) => r.source)).toEqual(["coingecko", "coinbase"])
+    expect(mixed.attribution).toMatch(/CoinGecko.*Coinbase Exchange/)
+  })
 })
 
 describe("schema names", () => {

@@ -78,7 +78,10 @@ const program = Effect.gen(function*() {
     Effect.map(() => "ok"),
     Effect.catchTag("NoValidSymbols", (e: NoValidSymbols) => Effect.succeed({ tag: e._tag, unknown: e.unknown }))
   )
-  return { node: process.version, health: health.status, scope: token.scope, points: rates.rates[0]?.series.length, refused, problem }
+  // Typed: each rate's source and the answer's, as the OpenAPI schema says (compiled by tsc below).
+  const sources: ReadonlyArray<"coingecko" | "coinbase"> = rates.rates.map((rate) => rate.source)
+  const answerSource: "coingecko" | "coinbase" | "mixed" = rates.source
+  return { node: process.version, health: health.status, scope: token.scope, points: rates.rates[0]?.series.length, sources, answerSource, refused, problem }
 })
 Effect.runPromise(program.pipe(Effect.provide(FetchHttpClient.layer))).then(
   (result) => console.log(JSON.stringify(result)),
@@ -184,6 +187,8 @@ describe("the typed client package (npm run pack:client)", () => {
       health: "healthy",
       scope: "rates:read",
       points: 3,
+      sources: ["coingecko"],
+      answerSource: "coingecko",
       refused: { tag: "OAuthError", error: "invalid_client", status: 401, isClass: true },
       problem: { tag: "NoValidSymbols", unknown: ["NOPE"] }
     })

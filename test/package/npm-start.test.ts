@@ -56,7 +56,7 @@ describe("npm start", () => {
     const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^npm_/i.test(k)))
     const npm = spawn("npm", ["start"], {
       cwd: ROOT,
-      env: { ...env, PORT: String(port), HOST: "127.0.0.1", DATA_DIR: tempDataDir(), COINGECKO_BASE_URL: "http://127.0.0.1:9/unused" },
+      env: { ...env, PORT: String(port), HOST: "127.0.0.1", DATA_DIR: tempDataDir(), COINGECKO_BASE_URL: "http://127.0.0.1:9/unused", COINBASE_BASE_URL: "http://127.0.0.1:9/unused" },
       stdio: ["ignore", "pipe", "pipe"]
     })
     leftovers.push(npm.pid!)

@@ -11,6 +11,7 @@ import { afterAll, beforeAll } from "vitest"
 import { ExchangeRatesResponse } from "../../src/api/schemas.ts"
 import { type ChartPoint, CoinGeckoClient, CoinGeckoError, type MarketRow } from "../../src/rates/CoinGeckoClient.ts"
 import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
+import { SecondSource } from "../../src/rates/fallback/SecondSource.ts"
 import { DAY_MS } from "../../src/rates/dailySeries.ts"
 import { encodeRatesBody } from "../../src/rates/handlers.ts"
 import { RatesCache } from "../../src/rates/RatesCache.ts"
@@ -89,6 +90,7 @@ const REFRESH_AT_MS = LATEST_TTL_S * 1000 - 3_000
 
 const providerWith = (upstream: Layer.Layer<CoinGeckoClient>, cache: Layer.Layer<RatesCache>) =>
   CoinGeckoRates.layerNoDeps.pipe(
+    Layer.provide(SecondSource.layerNone),
     Layer.provide(Layer.mergeAll(upstream, cache, ratesConfigFrom({ COINGECKO_LATEST_TTL_S: String(LATEST_TTL_S) }), RatesHistory.layerMemory, MonthlyBudget.layerMemory(1_000_000_000))),
     Layer.orDie
   )
@@ -208,6 +210,7 @@ describe("CoinGecko provider on a cache hit", () => {
       assert.strictEqual(upstream.built.chart, 1) // refused as a miss and fetched again
       assert.strictEqual(result.rates[0]!.series.length, 30)
     }).pipe(Effect.provide(CoinGeckoRates.layerNoDeps.pipe(
+      Layer.provide(SecondSource.layerNone),
       Layer.provideMerge(Layer.mergeAll(upstream.layer, RatesCache.layerMemory(), ratesConfigFrom({}), RatesHistory.layerMemory, MonthlyBudget.layerMemory(1_000_000_000))),
       Layer.orDie
     )))

@@ -15,6 +15,7 @@ import { Redis } from "effect/persistence"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { configFrom, type Env } from "../support/config.ts"
 import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
+import { SecondSource } from "../../src/rates/fallback/SecondSource.ts"
 import { RatesProvider, type RatesQuery } from "../../src/rates/RatesProvider.ts"
 import { EMULATOR_NOW, healthyEnv } from "./helpers.ts"
 import { planFor } from "../../src/rates/credits/monthlyCredits.ts"
@@ -63,6 +64,7 @@ beforeEach(() => emulator.resetStats())
 /** One "instance": its own provider, HTTP client and Redis connection; `keyPrefix` isolates a test's keys. */
 const instance = (env: Env, keyPrefix: string) =>
   CoinGeckoRates.layerRedis(keyPrefix).pipe(
+    Layer.provide(SecondSource.layerNone),
     Layer.provide(configFrom(env)),
     // The month's credits are shared through the same Redis, as in production.
     Layer.provide(layerSharedCell(keyPrefix)),
@@ -166,6 +168,7 @@ describe.skipIf(!canSpawnRedis && sharedRedisUrl === undefined)("CoinGecko provi
       }))
       const lonely = yield* Layer.build(
         CoinGeckoRates.layerRedis("").pipe(
+          Layer.provide(SecondSource.layerNone),
           Layer.provide(configFrom(healthyEnv(emulator.url))),
           Layer.provide(layerSharedCell("")),
           Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, brokenRedis, RatesHistory.layerMemory))

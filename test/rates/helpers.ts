@@ -8,6 +8,7 @@ import { clockLayerFrom } from "../support/clock.ts"
 import { configFrom, type Env } from "../support/config.ts"
 import { CoinGeckoClient, layerUpstreamGuardsMemory } from "../../src/rates/CoinGeckoClient.ts"
 import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
+import { SecondSource } from "../../src/rates/fallback/SecondSource.ts"
 import { RatesCache, type RatesCacheShape } from "../../src/rates/RatesCache.ts"
 import { RatesConfig } from "../../src/rates/RatesConfig.ts"
 import { RatesProvider, type RatesQuery } from "../../src/rates/RatesProvider.ts"
@@ -46,6 +47,7 @@ export const healthyEnv = (baseUrl: string, overrides: Env = {}): Env =>
  */
 export const liveRates = (env: Env, now?: number) => {
   const rates = CoinGeckoRates.layer.pipe(
+    Layer.provide(SecondSource.layerNone),
     Layer.provide(configFrom(env)),
     Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, RatesHistory.layerMemory, durableCellMemory))
   )
@@ -83,6 +85,7 @@ export const makeAgeableCache = () => {
 /** The live provider wired by hand, with a given cache. */
 export const liveRatesWithCache = (env: Env, cache: Layer.Layer<RatesCache>) =>
   CoinGeckoRates.layerNoDeps.pipe(
+    Layer.provide(SecondSource.layerNone),
     Layer.provide(CoinGeckoClient.layerNoDeps),
     Layer.provide(Layer.mergeAll(ratesConfigFrom(env), cache, layerUpstreamGuardsMemory, RatesHistory.layerMemory, MonthlyBudget.layer.pipe(Layer.provide(Layer.mergeAll(ratesConfigFrom(env), durableCellMemory))))),
     Layer.provide(NodeHttpClient.layerUndici)

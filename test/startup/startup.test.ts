@@ -29,7 +29,7 @@ const startFailing = (env: Record<string, string>, options: { uid?: number; gid?
   new Promise<Failed>((resolve, reject) => {
     const started = Date.now()
     const child = spawn(process.execPath, ["src/main.ts"], {
-      env: { PATH: process.env.PATH ?? "", HOST: "127.0.0.1", PORT: "0", DATA_DIR: tempDataDir(), COINGECKO_BASE_URL: "http://127.0.0.1:9/unused", ...env },
+      env: { PATH: process.env.PATH ?? "", HOST: "127.0.0.1", PORT: "0", DATA_DIR: tempDataDir(), COINGECKO_BASE_URL: "http://127.0.0.1:9/unused", COINBASE_BASE_URL: "http://127.0.0.1:9/unused", ...env },
       stdio: ["ignore", "pipe", "pipe"],
       ...options
     })

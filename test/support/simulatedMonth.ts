@@ -22,6 +22,7 @@ import { metricsText } from "../../src/observability/metrics.ts"
 import { DurableCell } from "../../src/platform/durableCell/DurableCell.ts"
 import * as DurableCells from "../../src/platform/durableCell/layer.ts"
 import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
+import { SecondSource } from "../../src/rates/fallback/SecondSource.ts"
 import * as RatesHistory from "../../src/rates/history/history.ts"
 import { ServerLive } from "../../src/server.ts"
 import { startCoinGeckoEmulator } from "../emulators/coingecko.ts"
@@ -110,7 +111,8 @@ export const simulateMonth = async (perMonth: number, opts: { readonly stepSecon
     PUBLIC_BASE_URL: "http://127.0.0.1"
   }
   const services = Layer.mergeAll(
-    CoinGeckoRates.layer.pipe(Layer.provide(Layer.merge(ledger.layer, RatesHistory.layer))),
+    // CoinGecko never fails here: the second source is never asked, and must not reach its real host.
+    CoinGeckoRates.layer.pipe(Layer.provide(SecondSource.layerNone), Layer.provide(Layer.merge(ledger.layer, RatesHistory.layer))),
     NewsletterMemory.layer,
     OAuth.layerTest(),
     AccessLog.silent,

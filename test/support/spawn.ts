@@ -47,6 +47,15 @@ export const unprivilegedCanRunNode = (): boolean =>
     timeout: 10_000
   }).status === 0
 
+/**
+ * Upstreams a spawned service may call at start (the coin index, the second source's product list):
+ * a closed local port, never the providers' real hosts. Tests that want answers pass an emulator's URL.
+ */
+export const OFFLINE_UPSTREAMS = {
+  COINGECKO_BASE_URL: "http://127.0.0.1:9/unused",
+  COINBASE_BASE_URL: "http://127.0.0.1:9/unused"
+} as const
+
 /** Starts the service and waits until it listens; rejects with its output if it exits first. */
 export const spawnService = async (env: Record<string, string>, timeoutMs = 20_000): Promise<ServiceProcess> => {
   const port = await freePort()
@@ -56,7 +65,7 @@ export const spawnService = async (env: Record<string, string>, timeoutMs = 20_0
       HOST: "127.0.0.1",
       PORT: String(port),
       DATA_DIR: tempDataDir(),
-      COINGECKO_BASE_URL: "http://127.0.0.1:9/unused",
+      ...OFFLINE_UPSTREAMS,
       ...env
     },
     stdio: ["ignore", "pipe", "pipe"]
@@ -97,7 +106,7 @@ export const spawnService = async (env: Record<string, string>, timeoutMs = 20_0
 export const startExpectingFailure = (env: Record<string, string>, timeoutMs = 20_000) =>
   new Promise<{ code: number | null; output: string }>((resolve, reject) => {
     const child = spawn(process.execPath, ["src/main.ts"], {
-      env: { PATH: process.env.PATH ?? "", HOST: "127.0.0.1", PORT: "0", DATA_DIR: tempDataDir(), ...env },
+      env: { PATH: process.env.PATH ?? "", HOST: "127.0.0.1", PORT: "0", DATA_DIR: tempDataDir(), ...OFFLINE_UPSTREAMS, ...env },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let output = ""

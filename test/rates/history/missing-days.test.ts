@@ -12,6 +12,7 @@ import { join } from "node:path"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { layerMemory as durableCellMemory } from "../../../src/platform/durableCell/memory.ts"
 import * as CoinGeckoRates from "../../../src/rates/CoinGeckoRates.ts"
+import { SecondSource } from "../../../src/rates/fallback/SecondSource.ts"
 import { layerFiles } from "../../../src/rates/history/fileHistory.ts"
 import { RatesProvider, type RatesQuery } from "../../../src/rates/RatesProvider.ts"
 import { DAY_MS, emulatedPrice, startOfUtcDay } from "../../emulators/coingecko-data.ts"
@@ -38,6 +39,7 @@ const TODAY = startOfUtcDay(EMULATOR_NOW)
 const instance = (dataDir: string, clock: MovableClock, env = healthyEnv(emulator.url), warnings: Array<string> = []) =>
   Layer.mergeAll(
     CoinGeckoRates.layer.pipe(
+      Layer.provide(SecondSource.layerNone),
       Layer.provide(configFrom(env)),
       Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, layerFiles(dataDir), durableCellMemory))
     ),
