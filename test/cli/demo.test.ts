@@ -59,6 +59,15 @@ describe("npm run demo", () => {
     expect(await answers(port)).toBe(false)
   }, 35_000)
 
+  it("--smoke --credits-spent: CoinGecko refuses everything, the rates answer comes from Coinbase", async () => {
+    const port = await freePort()
+    const demo = launch(process.execPath, ["test/emulators/demo.ts", "--port", String(port), "--smoke", "--credits-spent"])
+    const code = await within(30_000, demo.exit)
+    expect(code, demo.out.stdout + demo.out.stderr).toBe(0)
+    expect(demo.out.stdout).toMatch(/^ok {3}200 POST \/api\/v1\/exchange-rates$/m)
+    expect(demo.out.stdout).toMatch(/^ok {3}source coinbase$/m)
+  }, 35_000)
+
   it("prints plain URLs (no `open`), and SIGTERM to npm stops everything with exit 0", async () => {
     const port = await freePort()
     const demo = launch("npm", ["run", "demo", "--", "--port", String(port)])

@@ -1,9 +1,10 @@
 /**
  * `npm run demo`: the whole service offline. Starts the CoinGecko-, Coinbase- and Brevo-compatible
  * emulators, registers a demo OAuth client, starts the service against them and prints what to try.
- * (The Coinbase emulator is started for the second source, which the rates answer does not use yet.)
- *   --port N    service port (default 3000)
- *   --smoke     run one request per endpoint, print the statuses and exit (0 when all are as expected)
+ *   --port N           service port (default 3000)
+ *   --smoke            run one request per endpoint, print the statuses and exit (0 when all are as expected)
+ *   --credits-spent    CoinGecko answers 429 to everything, as when the month's credits are spent: majors
+ *                      are answered from the second source (Coinbase Exchange), `source: "coinbase"`
  * Everything listens on 127.0.0.1 only; data goes to a fresh temporary DATA_DIR.
  * A port already in use is reported before anything else is printed or started (exit 1): the demo
  * never shows credentials for, or smoke-tests, a service it did not start.
@@ -24,6 +25,7 @@ const stop = (code: number, message: string): never => {
 
 const args = process.argv.slice(2)
 const smoke = args.includes("--smoke")
+const creditsSpent = args.includes("--credits-spent")
 const portArg = args.indexOf("--port")
 const port = portArg < 0 ? 3000 : Number(args[portArg + 1])
 if (!Number.isInteger(port) || port < 1 || port > 65535) stop(2, "--port needs a port number (1-65535)")
@@ -44,6 +46,8 @@ if (problem !== undefined) {
 }
 
 const coingecko = await startCoinGeckoEmulator({ host: "127.0.0.1" })
+// CoinGecko refuses every call for an hour, as it does once a key's monthly credits are spent.
+if (creditsSpent) coingecko.setFault({ mode: "429", retryAfterSeconds: 3_600 })
 const coinbase = await startCoinbaseEmulator({ host: "127.0.0.1" })
 const brevo = await startBrevoEmulator({ host: "127.0.0.1" })
 const dataDir = mkdtempSync(join(tmpdir(), "crypto-api-demo-"))
@@ -117,9 +121,11 @@ if (!ready) {
 const basic = Buffer.from(`${encodeURIComponent(client.client_id)}:${encodeURIComponent(client.client_secret)}`).toString("base64")
 if (smoke) {
   const json = { "content-type": "application/json" }
+  // With CoinGecko refusing everything its coin index is not held, so only curated symbols resolve.
+  const ratesQuery = creditsSpent ? { cryptos: ["BTC", "ETH"], days: 7 } : { cryptos: ["BTC", "ETH", "FOO"], days: 7 }
   const checks: Array<[string, Promise<Response>, number]> = [
     ["GET /api/health", fetch(`${base}/api/health`), 200],
-    ["POST /api/v1/exchange-rates", fetch(`${base}/api/v1/exchange-rates`, { method: "POST", headers: json, body: JSON.stringify({ cryptos: ["BTC", "ETH", "FOO"], days: 7 }) }), 200],
+    ["POST /api/v1/exchange-rates", fetch(`${base}/api/v1/exchange-rates`, { method: "POST", headers: json, body: JSON.stringify(ratesQuery) }), 200],
     ["POST /api/subscribe", fetch(`${base}/api/subscribe`, { method: "POST", headers: json, body: JSON.stringify({ email: "demo@example.com", locale: "es" }) }), 200],
     ["POST /oauth/token", fetch(`${base}/oauth/token`, { method: "POST", headers: { authorization: `Basic ${basic}`, "content-type": "application/x-www-form-urlencoded" }, body: "grant_type=client_credentials" }), 200],
     ["GET /.well-known/oauth-authorization-server", fetch(`${base}/.well-known/oauth-authorization-server`), 200],
@@ -127,9 +133,16 @@ if (smoke) {
   ]
   let ok = true
   for (const [name, response, expected] of checks) {
-    const status = await response.then((r) => r.status, () => 0)
+    const answered = await response.then((r) => r, () => undefined)
+    const status = answered?.status ?? 0
     ok &&= status === expected
     say(`${status === expected ? "ok  " : "FAIL"} ${status} ${name}`)
+    if (name.includes("exchange-rates") && answered !== undefined && status === 200) {
+      const { source } = (await answered.json()) as { source: string }
+      const wanted = creditsSpent ? "coinbase" : "coingecko"
+      ok &&= source === wanted
+      say(`${source === wanted ? "ok  " : "FAIL"} source ${source}`)
+    }
   }
   say(`brevo emulator received ${brevo.received().length} request(s)`)
   await shutdown(ok ? 0 : 1)
@@ -137,7 +150,7 @@ if (smoke) {
   say(`
 Demo running offline at ${base}   (Ctrl-C stops everything)
   CoinGecko emulator: ${coingecko.url}
-  Coinbase emulator:  ${coinbase.url}   (for the fallback, not used by the answer yet)
+  Coinbase emulator:  ${coinbase.url}   (the second source${creditsSpent ? ": CoinGecko's credits are spent, majors come from it" : "; --credits-spent shows it at work"})
   Brevo emulator:     ${brevo.url}
   Data:               ${dataDir}
 
