@@ -13,7 +13,7 @@
  * (auxiliary.ts), which remembers their failures and backs off: here they get one attempt each, spend
  * the whole budget only, and stay outside the breaker, so that their outage never refuses data calls.
  */
-import { Cause, Clock, Context, Duration, Effect, Exit, Layer, Option, Redacted, Result, Schedule, Semaphore } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Redacted, Result, Schedule, Semaphore } from "effect"
 import { Headers, HttpClient, HttpClientRequest } from "effect/http"
 import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
 import { recordUpstreamCall } from "../observability/metrics.ts"
@@ -34,6 +34,7 @@ import {
 import { MonthlyBudget } from "./credits/MonthlyBudget.ts"
 import { RatesConfig } from "./RatesConfig.ts"
 import { countOncePerRequest, CurrentCharge, layerUpstreamGuardsMemory, layerUpstreamGuardsRedis, makeBudget } from "./upstreamGuards.ts"
+import { breakerOutcome } from "./upstreamFailure.ts"
 
 export { type ChartPoint, CoinGeckoError, type CoinGeckoFailureKind, type ListedCoin, type MarketRow, toRatesError } from "./coinGeckoResponses.ts"
 export { layerUpstreamGuardsMemory, layerUpstreamGuardsRedis } from "./upstreamGuards.ts"
@@ -140,22 +141,6 @@ const makeCoinGeckoClient = Effect.gen(function*() {
           )
         }))
     )
-
-  const breakerOutcome = (exit: Exit.Exit<unknown, CoinGeckoError>): CircuitBreaker.Outcome => {
-    if (Exit.isSuccess(exit)) return CircuitBreaker.success
-    const error = Cause.findErrorOption(exit.cause)
-    if (Option.isNone(error)) return CircuitBreaker.failure()
-    switch (error.value.kind) {
-      case "transient":
-      case "invalid-response":
-        return CircuitBreaker.failure()
-      case "not-found":
-        return CircuitBreaker.success // the upstream answered correctly
-      default:
-        // Rate limits have their own cool-down; a refused key is a 502 to report, not an outage to hide.
-        return CircuitBreaker.ignored
-    }
-  }
 
   // Jitter keeps instances that failed together from retrying in lockstep.
   const retrySchedule = Schedule.exponential(Duration.millis(config.retryBaseDelayMs)).pipe(Schedule.jittered)

@@ -3,26 +3,14 @@
  * into a typed `CoinGeckoError` (never a defect). No I/O here: CoinGeckoClient.ts sends, this reads.
  */
 import { Cause, Data, Effect, Exit, Option, Schema } from "effect"
-import { RatesUnavailableError, RatesUpstreamError } from "./errors.ts"
+import { type UpstreamFailureKind } from "./upstreamFailure.ts"
+
+export { toRatesError } from "./upstreamFailure.ts"
 
 // ---------------------------------------------------------------------------------------------------
 // Errors
 
-export type CoinGeckoFailureKind =
-  /** 5xx, 408, timeout, connection reset: safe to retry a GET. */
-  | "transient"
-  /** A 2xx whose body is not JSON, is cut short, or has the wrong shape. */
-  | "invalid-response"
-  /** 401/403 (our key refused) or another 4xx we do not expect. Retrying cannot help. */
-  | "rejected"
-  /** 404 with CoinGecko's JSON error: the coin id does not exist. An answer, not a fault. */
-  | "not-found"
-  /** Upstream 429, our cool-down after one, or a budget spent (ours, or this caller's share of it). */
-  | "rate-limited"
-  /** The circuit breaker refuses calls after repeated failures. */
-  | "circuit-open"
-  /** An auxiliary list (coin index) is not held and cannot be loaded now (auxiliary.ts). */
-  | "unavailable"
+export type CoinGeckoFailureKind = UpstreamFailureKind
 
 export class CoinGeckoError extends Data.TaggedError("CoinGeckoError")<{
   readonly kind: CoinGeckoFailureKind
@@ -37,12 +25,6 @@ export class CoinGeckoError extends Data.TaggedError("CoinGeckoError")<{
 
 export const failWith = (kind: CoinGeckoFailureKind, detail: string, retryAfterSeconds = 0) =>
   Effect.fail(new CoinGeckoError({ kind, detail, retryAfterSeconds }))
-
-/** The public error for a failure (not-found is handled by callers before this). */
-export const toRatesError = (error: CoinGeckoError): RatesUpstreamError | RatesUnavailableError =>
-  error.kind === "rate-limited" || error.kind === "circuit-open" || error.kind === "unavailable"
-    ? new RatesUnavailableError({ reason: error.message, retryAfterSeconds: Math.max(1, error.retryAfterSeconds) })
-    : new RatesUpstreamError({ reason: error.message })
 
 // ---------------------------------------------------------------------------------------------------
 // Bodies

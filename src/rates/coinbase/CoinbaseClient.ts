@@ -11,7 +11,7 @@
  * The product list is held by productIndex.ts, loaded in the background: its call gets one attempt,
  * stays outside the breaker, and its outage never refuses data calls.
  */
-import { Cause, Clock, Context, Duration, Effect, Exit, Layer, Option, Schedule, Semaphore } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Schedule, Semaphore } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import { CircuitBreaker, RateLimiter } from "effect/persistence"
 import { recordUpstreamCall } from "../../observability/metrics.ts"
@@ -34,6 +34,7 @@ import {
   type Ticker
 } from "./coinbaseResponses.ts"
 import { makeProductIndex } from "./productIndex.ts"
+import { breakerOutcome } from "../upstreamFailure.ts"
 
 export { type CoinbaseFailureKind, CoinbaseError, type CoinbaseProduct, type Stats, type Ticker, toRatesError } from "./coinbaseResponses.ts"
 export { change24h, type DailyClose } from "./candles.ts"
@@ -137,22 +138,6 @@ const makeCoinbaseClient = Effect.gen(function*() {
 
   const requestFor = (path: string, params: Record<string, string>) =>
     HttpClientRequest.get(`${config.baseUrl}${path}`).pipe(HttpClientRequest.setUrlParams(params), HttpClientRequest.acceptJson)
-
-  const breakerOutcome = (exit: Exit.Exit<unknown, CoinbaseError>): CircuitBreaker.Outcome => {
-    if (Exit.isSuccess(exit)) return CircuitBreaker.success
-    const error = Cause.findErrorOption(exit.cause)
-    if (Option.isNone(error)) return CircuitBreaker.failure()
-    switch (error.value.kind) {
-      case "transient":
-      case "invalid-response":
-        return CircuitBreaker.failure()
-      case "not-found":
-        return CircuitBreaker.success // Coinbase answered correctly
-      default:
-        // A 429 has its cool-down; a rejected request is ours to fix, not an outage.
-        return CircuitBreaker.ignored
-    }
-  }
 
   // Jitter keeps instances that failed together from retrying in lockstep.
   const retrySchedule = Schedule.exponential(Duration.millis(config.retryBaseDelayMs)).pipe(Schedule.jittered)

@@ -4,26 +4,14 @@
  * `CoinbaseError` (never a defect). No I/O here: CoinbaseClient.ts sends, this reads.
  */
 import { Cause, Data, Effect, Exit, Option, Schema, SchemaTransformation } from "effect"
-import { RatesUnavailableError, RatesUpstreamError } from "../errors.ts"
+import { type UpstreamFailureKind } from "../upstreamFailure.ts"
+
+export { toRatesError } from "../upstreamFailure.ts"
 
 // ---------------------------------------------------------------------------------------------------
 // Errors
 
-export type CoinbaseFailureKind =
-  /** 5xx, 408, timeout, connection reset: safe to retry a GET. */
-  | "transient"
-  /** A 2xx whose body is not JSON, is cut short, or has the wrong shape. */
-  | "invalid-response"
-  /** A 4xx we do not expect (a bad range, a misconfigured base URL). Retrying cannot help. */
-  | "rejected"
-  /** 404 with Coinbase's JSON error: no such product. An answer, not a fault. */
-  | "not-found"
-  /** Coinbase's 429, or our cool-down after one. */
-  | "rate-limited"
-  /** The circuit breaker refuses calls after repeated failures. */
-  | "circuit-open"
-  /** The product list is not held and cannot be loaded now. */
-  | "unavailable"
+export type CoinbaseFailureKind = UpstreamFailureKind
 
 export class CoinbaseError extends Data.TaggedError("CoinbaseError")<{
   readonly kind: CoinbaseFailureKind
@@ -38,12 +26,6 @@ export class CoinbaseError extends Data.TaggedError("CoinbaseError")<{
 
 export const failWith = (kind: CoinbaseFailureKind, detail: string, retryAfterSeconds = 0) =>
   Effect.fail(new CoinbaseError({ kind, detail, retryAfterSeconds }))
-
-/** The public error for a failure (not-found is handled by callers before this). */
-export const toRatesError = (error: CoinbaseError): RatesUpstreamError | RatesUnavailableError =>
-  error.kind === "rate-limited" || error.kind === "circuit-open" || error.kind === "unavailable"
-    ? new RatesUnavailableError({ reason: error.message, retryAfterSeconds: Math.max(1, error.retryAfterSeconds) })
-    : new RatesUpstreamError({ reason: error.message })
 
 // ---------------------------------------------------------------------------------------------------
 // Bodies
