@@ -51,8 +51,11 @@ if (creditsSpent) coingecko.setFault({ mode: "429", retryAfterSeconds: 3_600 })
 const coinbase = await startCoinbaseEmulator({ host: "127.0.0.1" })
 const brevo = await startBrevoEmulator({ host: "127.0.0.1" })
 const dataDir = mkdtempSync(join(tmpdir(), "crypto-api-demo-"))
+// Offline and self-contained, whatever the shell exports: one process, its state in memory and the
+// temporary DATA_DIR, never a Redis or PostgreSQL it would share with something else.
+const { REDIS_URL: _redis, DATABASE_URL: _database, WEB_CONCURRENCY: _workers, OTEL_EXPORTER_OTLP_ENDPOINT: _otlp, ...shell } = process.env
 const env = {
-  ...process.env,
+  ...shell,
   PORT: String(port),
   HOST: "127.0.0.1",
   PUBLIC_BASE_URL: base,
