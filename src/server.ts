@@ -48,7 +48,7 @@ const Stateful = Layer.unwrap(
       : Layer.mergeAll(
         RequestCounter.layerRedis,
         CoinGeckoRates.layerRedis(redisKeyPrefix).pipe(
-          Layer.provide(SecondSource.layer),
+          Layer.provide(SecondSource.layerRedis(redisKeyPrefix)),
           Layer.provide(Layer.mergeAll(RatesHistory.layer, DurableCells.layerShared))
         ),
         OAuth.layerRedis

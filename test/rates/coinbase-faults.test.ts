@@ -5,8 +5,13 @@
  * good copy, and a burst of calls stays inside Coinbase's public limit of 10 a second.
  */
 import { afterAll, assert, beforeAll, beforeEach, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { randomUUID } from "node:crypto"
+import { NodeHttpClient } from "@effect/platform-node"
+import * as NodeRedis from "@effect/platform-node/NodeRedis"
+import { Context, Effect, Layer } from "effect"
 import { CoinbaseClient, type CoinbaseError, type CoinbaseFailureKind } from "../../src/rates/coinbase/CoinbaseClient.ts"
+import { CoinbaseConfig } from "../../src/rates/coinbase/CoinbaseConfig.ts"
+import { configFrom } from "../support/config.ts"
 import { type CoinbaseEmulator, type CoinbaseFaultMode, startCoinbaseEmulator } from "../emulators/coinbase.ts"
 import { coinbasePrice, DAY_MS, emulatedProducts, startOfUtcDay } from "../emulators/coinbase-data.ts"
 import { coinbaseClient, fastGuards, timed } from "./coinbase-support.ts"
@@ -173,4 +178,38 @@ describe("Coinbase's public limit (10 requests/s per address, bursts to 15)", ()
       yield* burst
       assert.isAbove(emulator.stats().byStatus["429"] ?? 0, 0)
     }).pipe(Effect.provide(coinbaseClient(emulator.url, { callsPerSecond: 1_000, maxConcurrency: 40, retries: 0 }))))
+})
+
+describe("Coinbase's public limit across instances (REDIS_URL)", () => {
+  const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
+  const fortyProducts = emulatedProducts.filter((p) => p.quote === "USD" || p.quote === "EUR").map((p) => p.id).slice(0, 40)
+  /** One instance behind the same address: its own client, the bucket and breaker in the shared Redis. */
+  const instance = (keyPrefix: string) =>
+    Layer.build(CoinbaseClient.layerRedis(keyPrefix).pipe(
+      Layer.provide(CoinbaseConfig.layerWith({}).pipe(Layer.provide(configFrom({ COINBASE_BASE_URL: emulator.url })))),
+      Layer.provide(Layer.merge(NodeHttpClient.layerUndici, NodeRedis.layer({ url: redisUrl })))
+    ))
+
+  it.live("two instances bursting together share one bucket of 10 a second: no 429", () =>
+    Effect.gen(function*() {
+      const keyPrefix = `test-coinbase-${randomUUID()}:`
+      const [a, b] = yield* Effect.all([instance(keyPrefix), instance(keyPrefix)])
+      const clients = [Context.get(a!, CoinbaseClient), Context.get(b!, CoinbaseClient)]
+      // The product lists first, without the emulator's limit (the test before may have spent its burst).
+      emulator.setRateLimit(false)
+      yield* clients[0]!.products
+      yield* clients[1]!.products
+      emulator.setRateLimit(true)
+      yield* Effect.sleep("1500 millis") // the address's burst of 15 back in full
+      emulator.resetStats()
+      const { elapsedMs, result } = yield* timed(Effect.forEach(
+        fortyProducts,
+        (id, i) => clients[i % 2]!.dailyCandles(id, TODAY - 29 * DAY_MS, TODAY),
+        { concurrency: "unbounded" }
+      ))
+      assert.strictEqual(result._tag, "Success", result._tag === "Failure" ? result.failure.message : "")
+      assert.deepStrictEqual(emulator.stats().byStatus, { "200": 40 })
+      // One bucket of 10 for both, then one every 100 ms; two buckets would take half as long.
+      assert.isAtLeast(elapsedMs, 2_800)
+    }).pipe(Effect.scoped))
 })

@@ -13,7 +13,7 @@
  */
 import { Clock, Context, Duration, Effect, Layer, Schedule, Semaphore } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
-import { CircuitBreaker, RateLimiter } from "effect/persistence"
+import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
 import { recordUpstreamCall } from "../../observability/metrics.ts"
 import { makeSingleFlight } from "../SingleFlight.ts"
 import { DAILY_GRANULARITY_S, type DailyClose, dailyCloses, dayWindows, startOfUtcDay } from "./candles.ts"
@@ -35,6 +35,7 @@ import {
 } from "./coinbaseResponses.ts"
 import { makeProductIndex } from "./productIndex.ts"
 import { breakerOutcome } from "../upstreamFailure.ts"
+import { layerUpstreamGuardsRedis } from "../upstreamGuards.ts"
 
 export { type CoinbaseFailureKind, CoinbaseError, type CoinbaseProduct, type Stats, type Ticker, toRatesError } from "./coinbaseResponses.ts"
 export { change24h, type DailyClose } from "./candles.ts"
@@ -70,6 +71,13 @@ export class CoinbaseClient extends Context.Service<CoinbaseClient, CoinbaseClie
       CircuitBreaker.layerStoreMemory()
     ))
   )
+
+  /**
+   * Several instances (REDIS_URL): the 10-a-second bucket and the breaker shared through Redis under
+   * `keyPrefix`, so that instances behind one address stay within Coinbase's limit for it together.
+   */
+  static readonly layerRedis = (keyPrefix: string): Layer.Layer<CoinbaseClient, never, HttpClient.HttpClient | CoinbaseConfig | Redis.Redis> =>
+    CoinbaseClient.layerNoDeps.pipe(Layer.provide(layerUpstreamGuardsRedis(keyPrefix)))
 }
 
 const BREAKER_KEY = "coinbase"

@@ -20,3 +20,7 @@ export const layerNoDeps: Layer.Layer<SecondSource, never, CoinbaseClient | Coin
 
 /** The server's: the Coinbase client and its config read from the current ConfigProvider. Needs an `HttpClient` and a `DailyHistory`. */
 export const layer = layerNoDeps.pipe(Layer.provide(CoinbaseClient.layer), Layer.provide(CoinbaseConfig.layer))
+
+/** Several instances (REDIS_URL): Coinbase's bucket and breaker shared through Redis under `keyPrefix`. */
+export const layerRedis = (keyPrefix: string) =>
+  layerNoDeps.pipe(Layer.provide(CoinbaseClient.layerRedis(keyPrefix)), Layer.provide(CoinbaseConfig.layer))
