@@ -1,5 +1,6 @@
 /**
- * Builds the typed client package into dist/ (`npm run build:client`; `npm run pack:client` also packs it):
+ * Builds the typed client package into dist/ (`npm run build:client`; `npm run pack:client` also packs it;
+ * `--out DIR` builds elsewhere, as the tests do, leaving the checkout as it was):
  *
  *   dist/client.js + .d.ts, dist/api/*.js + .d.ts   tsc -p src/client/tsconfig.json (src/client.ts, src/api/)
  *   dist/package.json                               name/version of this repository, `exports` with
@@ -18,7 +19,7 @@ import { dirname, join, relative, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..")
-const DIST = join(ROOT, "dist")
+const DEFAULT_DIST = join(ROOT, "dist")
 
 const fail = (message: string): never => {
   process.stderr.write(`build:client: ${message}\n`)
@@ -34,9 +35,9 @@ const filesUnder = (dir: string): Array<string> =>
 const specifiers = (text: string): Array<string> =>
   [...text.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)["']([^"']+)["']/g)].map((m) => m[1]!)
 
-export const buildClient = (): { readonly dir: string; readonly files: ReadonlyArray<string> } => {
+export const buildClient = (DIST = DEFAULT_DIST): { readonly dir: string; readonly files: ReadonlyArray<string> } => {
   rmSync(DIST, { recursive: true, force: true })
-  const tsc = spawnSync(process.execPath, [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", "src/client/tsconfig.json"], {
+  const tsc = spawnSync(process.execPath, [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", "src/client/tsconfig.json", "--outDir", DIST], {
     cwd: ROOT,
     encoding: "utf8"
   })
@@ -113,14 +114,15 @@ Every failure has a \`_tag\`: the problem classes (\`ValidationFailed\`, \`Servi
 `
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const built = buildClient()
+  const out = process.argv.indexOf("--out")
+  const built = buildClient(out === -1 ? undefined : resolve(process.argv[out + 1] ?? fail("--out needs a directory")))
   process.stderr.write(`build:client: ${built.files.length} files in ${relative(process.cwd(), built.dir) || "."}/\n`)
   if (process.argv.includes("--pack")) {
     // npm pack of the folder packs its own manifest (dist/package.json), not this repository's.
     const npm = process.env.npm_execpath
     const packed = npm === undefined
-      ? spawnSync("npm", ["pack", "./dist"], { cwd: ROOT, stdio: "inherit" })
-      : spawnSync(process.execPath, [npm, "pack", "./dist"], { cwd: ROOT, stdio: "inherit" })
+      ? spawnSync("npm", ["pack", built.dir], { cwd: ROOT, stdio: "inherit" })
+      : spawnSync(process.execPath, [npm, "pack", built.dir], { cwd: ROOT, stdio: "inherit" })
     process.exit(packed.status ?? 1)
   }
 }

@@ -119,8 +119,10 @@ const timed = <A>(name: string, f: () => A): A => {
 
 beforeAll(async () => {
   app = await startTestApp()
-  timed("build", () => run(process.execPath, ["src/client/build.ts"], { cwd: ROOT }))
-  const packed = timed("pack", () => run("npm", ["pack", "./dist", "--pack-destination", WORK, "--json"], { cwd: ROOT }))
+  // Built outside the checkout: a test leaves no dist/ behind.
+  const dist = join(WORK, "dist")
+  timed("build", () => run(process.execPath, ["src/client/build.ts", "--out", dist], { cwd: ROOT }))
+  const packed = timed("pack", () => run("npm", ["pack", dist, "--pack-destination", WORK, "--json"], { cwd: ROOT }))
   tarball = join(WORK, (JSON.parse(packed) as Array<{ filename: string }>)[0]!.filename)
 }, 60_000)
 afterAll(async () => {
