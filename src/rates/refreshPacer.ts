@@ -1,8 +1,8 @@
 /**
  * How often the latest prices are refreshed, from the month's pace and the demand seen (CONTRACT C4
  * "Over a month"). A unit is one currency's prices, refreshed for every coin asked in it with one
- * `/coins/markets` call (one credit, up to 250 coins); the units asked within the last half hour share
- * the pace:
+ * `/coins/markets` call (one credit, up to 250 coins); the units asked within the last half hour (three
+ * intervals, when longer) share the pace:
  *
  *   interval = max(COINGECKO_LATEST_TTL_S, units / (0.9 × pace))
  *   Demo, the landing page (usd and eur): 2 / (0.9 × 0.2195 a minute) = 10.1 minutes
@@ -16,7 +16,11 @@ import { recordRefreshInterval } from "../observability/metrics.ts"
 
 /** Coins one `/coins/markets` call takes. */
 export const UNIT_SIZE = 250
-/** A currency counts as asked for this long after its last request. */
+/**
+ * A currency counts as asked for this long after its last request, or three intervals when that is
+ * longer: answers are repeated from memory until their prices are due, so a popular currency may not
+ * reach the provider (and this tally) more often than once an interval.
+ */
 export const DEMAND_WINDOW_MS = 30 * 60_000
 /** The share of the pace the refreshes of latest prices plan for. */
 export const PRICES_SHARE = 0.9
@@ -37,10 +41,12 @@ export const makeRefreshPacer = (options: { readonly minIntervalMs: number; read
   // currency → coin id → when last asked (a Map keeps insertion order: re-inserting moves it last).
   const demand = new Map<string, Map<string, number>>()
   const lastAsked = new Map<string, number>()
+  let intervalMs = options.minIntervalMs
+  const window = () => Math.max(DEMAND_WINDOW_MS, 3 * intervalMs)
 
   const prune = (now: number) => {
     for (const [currency, at] of lastAsked) {
-      if (now - at <= DEMAND_WINDOW_MS) continue
+      if (now - at <= window()) continue
       lastAsked.delete(currency)
       demand.delete(currency)
     }
@@ -59,7 +65,7 @@ export const makeRefreshPacer = (options: { readonly minIntervalMs: number; read
     }
     // Coins no longer asked leave their unit; the oldest first.
     for (const [id, at] of coins) {
-      if (now - at <= DEMAND_WINDOW_MS && coins.size <= UNIT_SIZE * 4) break
+      if (now - at <= window() && coins.size <= UNIT_SIZE * 4) break
       coins.delete(id)
     }
     lastAsked.delete(currency)
@@ -71,7 +77,7 @@ export const makeRefreshPacer = (options: { readonly minIntervalMs: number; read
     if (coins === undefined) return []
     const ids: Array<string> = []
     for (const [id, at] of [...coins].reverse()) {
-      if (ids.length >= UNIT_SIZE || now - at > DEMAND_WINDOW_MS) break
+      if (ids.length >= UNIT_SIZE || now - at > window()) break
       ids.push(id)
     }
     return ids
@@ -82,9 +88,9 @@ export const makeRefreshPacer = (options: { readonly minIntervalMs: number; read
     let units = 0
     for (const coins of demand.values()) units += Math.max(1, Math.ceil(coins.size / UNIT_SIZE))
     const paced = units / (PRICES_SHARE * options.creditsPerMs)
-    const ms = Math.max(options.minIntervalMs, Math.ceil(paced))
-    recordRefreshInterval(ms / 1000)
-    return ms
+    intervalMs = Math.max(options.minIntervalMs, Math.ceil(paced))
+    recordRefreshInterval(intervalMs / 1000)
+    return intervalMs
   }
 
   return { note, unit, interval }
