@@ -48,8 +48,6 @@ export interface CoinGeckoClientShape {
   readonly coinsByRank: (page: number, perPage: number) => Effect.Effect<ReadonlyArray<MarketRow>, CoinGeckoError>
   /** `/coins/markets` for coin ids, with 24h/7d/30d changes. */
   readonly marketsByIds: (vsCurrency: string, ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<MarketRow>, CoinGeckoError>
-  /** `/coins/{id}/market_chart` with daily points; fails with kind not-found for an unknown id. */
-  readonly marketChart: (id: string, vsCurrency: string, days: number) => Effect.Effect<ReadonlyArray<ChartPoint>, CoinGeckoError>
   /**
    * `/coins/{id}/market_chart/range` with daily points from `fromSeconds` to `toSeconds` (UNIX seconds,
    * both included): the days a held history lacks. Fails with kind not-found for an unknown id.
@@ -211,12 +209,6 @@ const makeCoinGeckoClient = Effect.gen(function*() {
         per_page: String(Math.min(250, Math.max(1, ids.length))),
         price_change_percentage: CHANGE_WINDOWS
       }, decodeMarkets),
-    marketChart: (id, vsCurrency, days) =>
-      call("data", `market chart of ${id}`, `/coins/${encodeURIComponent(id)}/market_chart`, {
-        vs_currency: vsCurrency,
-        days: String(days),
-        interval: "daily"
-      }, decodeMarketChart),
     marketChartRange: (id, vsCurrency, fromSeconds, toSeconds) =>
       call("data", `market chart range of ${id}`, `/coins/${encodeURIComponent(id)}/market_chart/range`, {
         vs_currency: vsCurrency,

@@ -49,7 +49,7 @@ export type MarketRow = typeof MarketRow.Type
 export const ListedCoin = Schema.Struct({ id: Schema.NonEmptyString, symbol: Schema.String, name: Schema.String })
 export type ListedCoin = typeof ListedCoin.Type
 
-/** `/coins/{id}/market_chart`: `[epoch ms, price]`; CoinGecko sometimes sends a null price. */
+/** `/coins/{id}/market_chart` and `.../market_chart/range`: `[epoch ms, price]`; CoinGecko sometimes sends a null price. */
 const MarketChartBody = Schema.Struct({
   prices: Schema.Array(Schema.Tuple([Schema.Finite, Schema.NullOr(Schema.Finite)]))
 })

@@ -1,7 +1,6 @@
 /**
  * Pure helpers for daily price series (CONTRACT C4: daily points at 00:00 UTC, oldest first).
  */
-import type { ChartPoint } from "./CoinGeckoClient.ts"
 
 export const DAY_MS = 86_400_000
 
@@ -9,28 +8,6 @@ export const DAY_MS = 86_400_000
 const DAILY_POINT_PUBLISHED_AFTER_MS = 35 * 60_000
 
 export type DailyPoint = readonly [epochMs: number, price: number]
-
-/**
- * `market_chart?interval=daily` → at most `days` points at 00:00 UTC, oldest first.
- *
- * CoinGecko ends the series with a "now" point that is not a daily close: a trailing point off
- * midnight is dropped. Other points are snapped to the nearest midnight (closes can be a few seconds
- * off), one per day (the later one wins), and null prices are skipped.
- */
-export const toDailySeries = (points: ReadonlyArray<ChartPoint>, days: number): Array<DailyPoint> => {
-  const priced = points
-    .filter((point): point is readonly [number, number] => point[1] !== null && Number.isFinite(point[0]))
-    .slice()
-    .sort((a, b) => a[0] - b[0])
-  const last = priced.at(-1)
-  if (last !== undefined && last[0] % DAY_MS !== 0) priced.pop()
-  const byDay = new Map<number, number>()
-  for (const [time, price] of priced) byDay.set(Math.round(time / DAY_MS) * DAY_MS, price)
-  return [...byDay.entries()]
-    .sort((a, b) => a[0] - b[0])
-    .slice(-Math.max(0, days))
-    .map(([time, price]) => [time, price] as const)
-}
 
 /** How long a cached series stays complete: until the next daily point is published upstream. */
 export const millisUntilNextDailyPoint = (now: number): number => {

@@ -39,11 +39,15 @@ const json = (status: number, body: unknown, headers: Record<string, string> = {
   new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } })
 const html = (status: number) => () => new Response("<html><body>Oops</body></html>", { status, headers: { "content-type": "text/html" } })
 
+/** A day's range, in UNIX seconds, for the chart calls. */
+const FROM_S = 1_795_305_600
+const TO_S = FROM_S + 86_400
+
 const chartError = (respond: () => Response, env?: Env) => {
   const { layer, seen } = clientAnswering(respond, env)
   return Effect.gen(function*() {
     const client = yield* CoinGeckoClient
-    const error: CoinGeckoError = yield* Effect.flip(client.marketChart("bitcoin", "usd", 30))
+    const error: CoinGeckoError = yield* Effect.flip(client.marketChartRange("bitcoin", "usd", FROM_S, TO_S))
     return { error, calls: seen.length }
   }).pipe(Effect.provide(layer))
 }
@@ -120,10 +124,10 @@ describe("CoinGeckoClient requests", () => {
     const { layer, seen } = clientAnswering(json(200, { prices: [[1, null], [2, 3]], market_caps: [], total_volumes: [] }))
     return Effect.gen(function*() {
       const client = yield* CoinGeckoClient
-      assert.deepStrictEqual(yield* client.marketChart("bitcoin", "eur", 30), [[1, null], [2, 3]])
+      assert.deepStrictEqual(yield* client.marketChartRange("bitcoin", "eur", FROM_S, TO_S), [[1, null], [2, 3]])
       const { url } = seen[0]!
-      assert.strictEqual(url.pathname, "/api/v3/coins/bitcoin/market_chart")
-      assert.deepStrictEqual(Object.fromEntries(url.searchParams), { vs_currency: "eur", days: "30", interval: "daily" })
+      assert.strictEqual(url.pathname, "/api/v3/coins/bitcoin/market_chart/range")
+      assert.deepStrictEqual(Object.fromEntries(url.searchParams), { vs_currency: "eur", from: String(FROM_S), to: String(TO_S), interval: "daily" })
     }).pipe(Effect.provide(layer))
   })
 

@@ -59,12 +59,7 @@ const makeStubUpstream = () => {
       built.markets++
       return down(ids.map((id) => row(id, id.slice(0, 3), id)))
     },
-    marketChart: (id, _currency, days) => {
-      built.chart++
-      const points: Array<ChartPoint> = Array.from({ length: days }, (_, i) => [today - (days - 1 - i) * DAY_MS, id.length + i])
-      return down([...points, [EMULATOR_NOW, 1] as const])
-    },
-    // The same closes as marketChart's for the days asked (the year ending today has prices id.length + 0..364).
+    // The year ending today has prices id.length + 0..364; a range gets its days of it.
     marketChartRange: (id, _currency, fromSeconds, toSeconds) => {
       built.chart++
       const points: Array<ChartPoint> = []

@@ -37,7 +37,7 @@ const clientWith = (env: Env, answer: () => number = () => 200) => {
 const chart = (caller: string) =>
   Effect.gen(function*() {
     const client = yield* CoinGeckoClient
-    return yield* client.marketChart("bitcoin", "usd", 365)
+    return yield* client.marketChartRange("bitcoin", "usd", 1_795_305_600, 1_795_392_000)
   }).pipe(Effect.provideService(CurrentCharge, caller === "background" ? undefined : chargeFor(caller)))
 
 const kindOf = <A, R>(effect: Effect.Effect<A, { readonly kind: string }, R>) =>
@@ -78,7 +78,7 @@ describe("circuit breaker", () => {
       const client = yield* CoinGeckoClient
       // One request, four coins, each retried: one failure in the breaker.
       const request = Effect.suspend(() =>
-        Effect.forEach(["bitcoin", "ethereum", "solana", "ripple"], (id) => kindOf(client.marketChart(id, "usd", 365))).pipe(
+        Effect.forEach(["bitcoin", "ethereum", "solana", "ripple"], (id) => kindOf(client.marketChartRange(id, "usd", 1_795_305_600, 1_795_392_000))).pipe(
           Effect.provideService(CurrentCharge, chargeFor("ip:198.51.100.1"))
         ))
       assert.deepStrictEqual(yield* request, ["transient", "transient", "transient", "transient"])

@@ -17,7 +17,7 @@ import { makeMemoryCell } from "../../platform/durableCell/memory.ts"
 import { recordCredits } from "../../observability/metrics.ts"
 import { type CoinGeckoError, failWith } from "../coinGeckoResponses.ts"
 import { RatesConfig } from "../RatesConfig.ts"
-import { type CreditKind, type CreditPlan, type CreditState, monthOf, parseState, planFor, settle, take } from "./monthlyCredits.ts"
+import { type CreditKind, type CreditPlan, type CreditState, initialState, monthOf, parseState, planFor, settle, take } from "./monthlyCredits.ts"
 
 export interface CreditSnapshot {
   readonly plan: CreditPlan
@@ -119,7 +119,7 @@ export const makeMonthlyBudget = (plan: CreditPlan, cell: DurableCellShape) =>
       const now = yield* Clock.currentTimeMillis
       const text = yield* Effect.orElseSucceed(cell.get(LEDGER), () => undefined)
       const stored = parseState(text) ?? local
-      return { plan, state: stored === undefined ? { ...emptyAt(now), cold: plan.capacity.cold, refresh: plan.capacity.refresh } : settle(stored, plan, now) }
+      return { plan, state: stored === undefined ? initialState(plan, now) : settle(stored, plan, now) }
     })
 
     return MonthlyBudget.of({ plan, spend, snapshot })

@@ -2,6 +2,7 @@
  * The arithmetic of src/rates/history/heldCharts.ts: which days a series needs, which of them are
  * missing from what is held, which upstream points are closes, and what a fetched range records.
  */
+import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { closesIn, coveredBy, missingRanges, neededDays } from "../../../src/rates/history/heldCharts.ts"
 
@@ -34,6 +35,21 @@ describe("a fetched range", () => {
     expect(closesIn([[d(-3), 1], [d(-2) + 4_000, 2], [d(-1) - 3_000, 3], [d(0), null], [d(0) + 10 * 3_600_000, 9]], range))
       .toEqual([[d(-2), 2], [d(-1), 3]])
   })
+
+  it("whatever the upstream sends: closes inside the range, at 00:00 UTC, one a day, oldest first", () =>
+    fc.assert(fc.property(
+      fc.array(fc.tuple(fc.integer({ min: d(-40), max: d(40) }), fc.option(fc.double({ noNaN: true, noDefaultInfinity: true }), { nil: null }))),
+      fc.integer({ min: -30, max: 0 }),
+      (points, from) => {
+        const range = { from: d(from), to: d(0) }
+        const closes = closesIn(points, range)
+        closes.forEach(([t], i) => {
+          expect(t % DAY).toBe(0)
+          expect(t >= range.from && t <= range.to).toBe(true)
+          if (i > 0) expect(t).toBeGreaterThan(closes[i - 1]![0])
+        })
+      }
+    )))
 
   it("records every day asked, but not a newest day answered without a point (it may only be late)", () => {
     const need = { from: d(-364), to: d(0) }
