@@ -76,12 +76,18 @@ const beyondDemoRange = (status: number, now: number): Answer => ({
 const HOUR_MS = 3_600_000
 
 /**
+ * Whether a point is a daily close not yet published at `now`: the point at 00:00 UTC of day D appears
+ * only at D + `publishDelayMs` (coingecko.ts `publishDelayMinutes`), as when CoinGecko publishes it late.
+ */
+const unpublished = (t: number, now: number, publishDelayMs: number) => t % DAY_MS === 0 && now < t + publishDelayMs
+
+/**
  * `/coins/{id}/market_chart/range?vs_currency&from&to[&interval=daily]` (from and to in UNIX seconds):
  * daily points at 00:00 UTC (the same prices as market_chart's) when `interval=daily` or the range
  * spans more than 90 days, else hourly points; none after "now", and a last "now" point when the range
- * reaches it, like the real API.
+ * reaches it, like the real API. Closes not yet published (`unpublished`) are left out.
  */
-const rangeAnswer = (id: string, query: URLSearchParams, now: number): Answer => {
+const rangeAnswer = (id: string, query: URLSearchParams, now: number, publishDelayMs: number): Answer => {
   const c = emulatedCoinById.get(id)
   if (c === undefined || c.chartMissing === true) return { status: 404, body: { error: "coin not found" } }
   const currency = query.get("vs_currency")?.toLowerCase()
@@ -93,7 +99,9 @@ const rangeAnswer = (id: string, query: URLSearchParams, now: number): Answer =>
   const daily = query.get("interval") === "daily" || to - from > 90 * DAY_MS
   const step = daily ? DAY_MS : HOUR_MS
   const prices: Array<[number, number]> = []
-  for (let t = Math.ceil(from / step) * step; t <= Math.min(to, now); t += step) prices.push([t, emulatedPrice(c.id, currency, t)])
+  for (let t = Math.ceil(from / step) * step; t <= Math.min(to, now); t += step) {
+    if (!unpublished(t, now, publishDelayMs)) prices.push([t, emulatedPrice(c.id, currency, t)])
+  }
   if (to >= now && prices.at(-1)?.[0] !== now) prices.push([now, emulatedPrice(c.id, currency, now)])
   return {
     status: 200,
@@ -105,8 +113,8 @@ const rangeAnswer = (id: string, query: URLSearchParams, now: number): Answer =>
   }
 }
 
-/** The API itself, faults aside. */
-export const answer = (path: string, query: URLSearchParams, now: number, extraCoins: number): Answer => {
+/** The API itself, faults aside; daily closes appear `publishDelayMs` after their 00:00 UTC. */
+export const answer = (path: string, query: URLSearchParams, now: number, extraCoins: number, publishDelayMs = 0): Answer => {
   if (path === "/ping") return { status: 200, body: { gecko_says: "(V3) To the Moon!" } }
   if (path === "/simple/supported_vs_currencies") return { status: 200, body: [...emulatedCurrencies.keys()] }
   if (path === "/coins/list") return { status: 200, body: coinList(extraCoins) }
@@ -135,7 +143,7 @@ export const answer = (path: string, query: URLSearchParams, now: number, extraC
   }
 
   const range = /^\/coins\/([^/]+)\/market_chart\/range$/.exec(path)
-  if (range !== null) return rangeAnswer(decodeURIComponent(range[1]!), query, now)
+  if (range !== null) return rangeAnswer(decodeURIComponent(range[1]!), query, now, publishDelayMs)
 
   const chart = /^\/coins\/([^/]+)\/market_chart$/.exec(path)
   if (chart !== null) {
@@ -146,7 +154,8 @@ export const answer = (path: string, query: URLSearchParams, now: number, extraC
     const days = Number(query.get("days"))
     if (!Number.isInteger(days) || days < 1) return { status: 400, body: { error: "invalid days" } }
     if (days > 365) return beyondDemoRange(401, now)
-    const prices = emulatedDailyPrices(c.id, currency, days, now)
+    // The closes, less those not yet published; the last point is "now", the current price, not a close.
+    const prices = emulatedDailyPrices(c.id, currency, days, now).filter(([t], i, all) => i === all.length - 1 || !unpublished(t, now, publishDelayMs))
     return {
       status: 200,
       body: {

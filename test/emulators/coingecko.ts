@@ -2,7 +2,7 @@
  * A CoinGecko-compatible emulator (the subset of API v3 our rates capability uses), with switchable
  * faults so the resilience of the client can be tested over real HTTP.
  *
- *   node test/emulators/coingecko.ts --port 4101 [--require-key KEY] [--now ISO]
+ *   node test/emulators/coingecko.ts --port 4101 [--require-key KEY] [--now ISO] [--publish-delay-minutes N]
  *   prints one JSON line: {"emulator":"coingecko","url":"http://127.0.0.1:4101/api/v3","control":"…/__control"}
  *
  * API (under /api/v3): /ping, /simple/supported_vs_currencies, /coins/list, /coins/markets (ids=,
@@ -12,14 +12,19 @@
  *   POST /__control  {"mode": "none"|"5xx"|"429"|"429-no-retry-after"|"429-html"|"hang"|"reset"|
  *                     "truncated"|"wrong-shape"|"401", "paths"?: ["/coins/markets"], "times"?: n,
  *                     "retryAfterSeconds"?: n, "status"?: 5xx, "latency"?: {"/coins/markets": ms},
- *                     "now"?: ISO string | null, "resetStats"?: true, "extraCoins"?: n}
+ *                     "now"?: ISO string | null, "resetStats"?: true, "extraCoins"?: n,
+ *                     "publishDelayMinutes"?: n}
  *   GET  /__stats    {"total": n, "byPath": {"/coins/bitcoin/market_chart": n, ...}, "byQuery": {...},
  *                     "maxInFlight": n, "ranges": [{"path", "from", "to"}, ...]}
  * `byQuery` splits /coins/markets by form: "markets:ids", "markets:symbols", "markets:ranks" (neither).
  * `extraCoins`: that many more coins in /coins/list only (unranked, no market, chart 404): a flood of
  * real but dead tickers (fc0, fc1, ...).
  * A delay on any path: "latency". A failing auxiliary call: a mode with "paths".
- * Imported: `startCoinGeckoEmulator({ port?, requireKey?, now?, extraCoins? })`.
+ * `publishDelayMinutes` (default 0: a close is there at its midnight): a daily close published late. The
+ * point at 00:00 UTC of day D is left out of /coins/{id}/market_chart and /market_chart/range (daily and
+ * hourly) until D + n minutes of the emulator's clock; the real API publishes it at about D 00:35, and
+ * sometimes later. The trailing "now" point (the current price) is unaffected.
+ * Imported: `startCoinGeckoEmulator({ port?, requireKey?, now?, extraCoins?, publishDelayMinutes? })`.
  *
  * Runs on Node's type stripping: erasable TypeScript only, local imports with `.ts`.
  */
@@ -80,6 +85,8 @@ export interface CoinGeckoEmulator {
   setNow(epochMs: number | undefined): void
   /** Lists that many extra dead coins in /coins/list (see the header). */
   setExtraCoins(count: number): void
+  /** Each day's 00:00 UTC close appears this many minutes after it (see the header); 0: at once. */
+  setPublishDelay(minutes: number): void
   resetStats(): void
   stats(): EmulatorStats
   close(): Promise<void>
@@ -96,6 +103,8 @@ export interface EmulatorOptions {
   readonly now?: number
   /** Extra dead coins listed in /coins/list (see the header). */
   readonly extraCoins?: number
+  /** Minutes after its 00:00 UTC that a daily close is published (see the header; default 0). */
+  readonly publishDelayMinutes?: number
 }
 
 const API_PREFIX = "/api/v3"
@@ -117,6 +126,7 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
   let faultsLeft: number | undefined
   let frozenNow = options.now
   let extraCoins = options.extraCoins ?? 0
+  let publishDelayMinutes = 0
   const latency = new Map<string, number>()
   let byPath: Record<string, number> = {}
   let byQuery: Record<string, number> = {}
@@ -179,11 +189,18 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
       if (body.now !== undefined) frozenNow = body.now === null ? undefined : Date.parse(String(body.now))
       if (body.resetStats === true) resetStats()
       if (typeof body.extraCoins === "number") extraCoins = body.extraCoins
+      if (body.publishDelayMinutes !== undefined) setPublishDelay(body.publishDelayMinutes as number)
     } catch (error) {
       return sendJson(res, 400, { error: String(error) })
     }
-    return sendJson(res, 200, { fault, latency: Object.fromEntries(latency), now: new Date(now()).toISOString() })
+    return sendJson(res, 200, { fault, latency: Object.fromEntries(latency), now: new Date(now()).toISOString(), publishDelayMinutes })
   }
+
+  const setPublishDelay = (minutes: number) => {
+    if (typeof minutes !== "number" || !(minutes >= 0)) throw new Error(`publishDelayMinutes must be a number >= 0, not ${String(minutes)}`)
+    publishDelayMinutes = minutes
+  }
+  setPublishDelay(options.publishDelayMinutes ?? 0)
 
   const setLatency = (prefix: string, ms: number) => {
     if (!(ms > 0)) latency.delete(prefix)
@@ -231,7 +248,7 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
       default:
         break
     }
-    const { body, status } = answer(path, query, now(), extraCoins)
+    const { body, status } = answer(path, query, now(), extraCoins, publishDelayMinutes * 60_000)
     if (active?.mode === "truncated" && status === 200) {
       const text = JSON.stringify(body)
       res.writeHead(200, { "content-type": "application/json; charset=utf-8" })
@@ -268,6 +285,7 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
         setExtraCoins: (count) => {
           extraCoins = count
         },
+        setPublishDelay,
         resetStats,
         stats,
         close: () =>
@@ -283,7 +301,7 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
 
 export { DAY_MS }
 
-// Standalone: node test/emulators/coingecko.ts --port 4101 [--require-key KEY] [--now 2026-11-22T10:00:00Z]
+// Standalone: node test/emulators/coingecko.ts --port 4101 [--require-key KEY] [--now 2026-11-22T10:00:00Z] [--publish-delay-minutes 60]
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
   const argument = (name: string) => {
     const i = process.argv.indexOf(name)
@@ -292,10 +310,12 @@ if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.
   const port = Number(argument("--port") ?? 4101)
   const requireKey = argument("--require-key")
   const nowArg = argument("--now")
+  const delayArg = argument("--publish-delay-minutes")
   const emulator = await startCoinGeckoEmulator({
     port,
     ...(requireKey === undefined ? {} : { requireKey }),
-    ...(nowArg === undefined ? {} : { now: Date.parse(nowArg) })
+    ...(nowArg === undefined ? {} : { now: Date.parse(nowArg) }),
+    ...(delayArg === undefined ? {} : { publishDelayMinutes: Number(delayArg) })
   })
   // One JSON line, like the other emulators in this repo, so scripts can read the URL.
   const control = `${emulator.url.replace(/\/api\/v3$/, "")}/__control`

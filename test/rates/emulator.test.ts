@@ -17,6 +17,8 @@ beforeAll(async () => {
 afterAll(() => emulator.close())
 beforeEach(() => {
   emulator.setFault("none")
+  emulator.setNow(EMULATOR_NOW)
+  emulator.setPublishDelay(0)
   emulator.resetStats()
 })
 
@@ -106,6 +108,36 @@ describe("CoinGecko emulator", () => {
     const ranked = await (await get("/coins/markets?vs_currency=usd&order=market_cap_desc&per_page=3&page=2")).json() as Array<{ market_cap_rank: number }>
     assert.deepStrictEqual(ranked.map((r) => r.market_cap_rank), [4, 5, 6])
     assert.deepStrictEqual(emulator.stats().byQuery, { "markets:ranks": 1 })
+  })
+
+  it("publishDelayMinutes (control): the 00:00 UTC close of day D is withheld until D + n minutes, on market_chart and market_chart/range", async () => {
+    const day = Date.UTC(2026, 10, 23)
+    type Prices = { prices: Array<[number, number]> }
+    const control = (body: unknown) => fetch(`${origin()}/__control`, { method: "POST", body: JSON.stringify(body) })
+    const chart = async () => (await (await get("/coins/bitcoin/market_chart?vs_currency=usd&days=3&interval=daily")).json() as Prices).prices
+    const range = async (interval: string) =>
+      (await (await get(`/coins/bitcoin/market_chart/range?vs_currency=usd&from=${(day - 2 * 86_400_000) / 1000}&to=${day / 1000 + 3_600}${interval}`)).json() as Prices).prices
+    const closes = (prices: Array<[number, number]>) => prices.map(([t]) => t).filter((t) => t % 86_400_000 === 0)
+    const set = await control({ publishDelayMinutes: 60, now: "2026-11-23T00:40:00Z" })
+    assert.strictEqual(set.status, 200)
+    assert.strictEqual(((await set.json()) as { publishDelayMinutes: number }).publishDelayMinutes, 60)
+    // Before D + 60 min: yesterday's close is the newest; the trailing "now" point is still there.
+    const late = Date.parse("2026-11-23T00:40:00Z")
+    assert.deepStrictEqual(await chart(), [...emulatedDailyPrices("bitcoin", "usd", 3, late).slice(0, 2), [late, emulatedPrice("bitcoin", "usd", late)]])
+    assert.deepStrictEqual(closes(await range("&interval=daily")), [day - 2 * 86_400_000, day - 86_400_000])
+    const hourly = await range("")
+    assert.isFalse(hourly.some(([t]) => t === day), "hourly too: no 00:00 point of D")
+    assert.isTrue(hourly.some(([t]) => t === day - 3_600_000), "the other hours are there")
+    // From D + 60 min on, published: the same points as without a delay.
+    await control({ now: "2026-11-23T01:00:00Z" })
+    const published = Date.parse("2026-11-23T01:00:00Z")
+    assert.deepStrictEqual(await chart(), emulatedDailyPrices("bitcoin", "usd", 3, published))
+    assert.deepStrictEqual((await range("&interval=daily")).find(([t]) => t === day), [day, emulatedPrice("bitcoin", "usd", day)])
+    // 0 (the default) puts it back at once; a bad value is refused and changes nothing.
+    await control({ publishDelayMinutes: 0, now: "2026-11-23T00:40:00Z" })
+    assert.deepStrictEqual(await chart(), emulatedDailyPrices("bitcoin", "usd", 3, late))
+    assert.strictEqual((await control({ publishDelayMinutes: -5 })).status, 400)
+    assert.deepStrictEqual(await chart(), emulatedDailyPrices("bitcoin", "usd", 3, late))
   })
 
   it("truncated and HTML faults really send broken bodies; reset drops the connection", async () => {
