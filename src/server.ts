@@ -24,33 +24,27 @@ import { AccessLog } from "./observability/AccessLog.ts"
 import { MetricsServer } from "./observability/metrics.ts"
 import * as DurableCells from "./platform/durableCell/layer.ts"
 import { RatesAnswerMemo } from "./rates/answerMemo.ts"
-import * as CoinGeckoRates from "./rates/CoinGeckoRates.ts"
-import * as SecondSource from "./rates/fallback/layer.ts"
-import * as RatesHistory from "./rates/history/history.ts"
+import { DailyHistory } from "./rates/history/DailyHistory.ts"
+import * as Rates from "./rates/layer.ts"
 
 /**
  * Memory by default. With REDIS_URL, what all instances must share lives in Redis: rate-limit
- * counts, the token endpoint's failure counts, the rates cache, the upstream call budget and circuit breaker.
+ * counts, the token endpoint's failure counts, the rates copies, the upstream budgets and circuit breakers.
  * Durable either way: the rates history and the month's credits, in PostgreSQL with DATABASE_URL (the
  * OAuth tables' one pool), else the history in files under DATA_DIR and the credits in Redis when
- * configured, else in files under DATA_DIR/state (a restart adds no credit). The second rates source
- * (Coinbase unless RATES_FALLBACK=none) keeps its points in the same history; its rate bucket and
- * breaker are per instance (a keyless source limited per address).
+ * configured, else in files under DATA_DIR/state (a restart adds no credit).
  */
 const Stateful = Layer.unwrap(
   Effect.map(AppConfig, ({ redisUrl, redisKeyPrefix }) =>
     redisUrl === undefined
       ? Layer.mergeAll(
         RequestCounter.layerMemory,
-        CoinGeckoRates.layer.pipe(Layer.provide(SecondSource.layer), Layer.provide(Layer.mergeAll(RatesHistory.layer, DurableCells.layerLocal))),
+        Rates.layer.pipe(Layer.provide(Layer.mergeAll(DailyHistory.layer, DurableCells.layerLocal))),
         OAuth.layer
       )
       : Layer.mergeAll(
         RequestCounter.layerRedis,
-        CoinGeckoRates.layerRedis(redisKeyPrefix).pipe(
-          Layer.provide(SecondSource.layerRedis(redisKeyPrefix)),
-          Layer.provide(Layer.mergeAll(RatesHistory.layer, DurableCells.layerShared))
-        ),
+        Rates.layerRedis(redisKeyPrefix).pipe(Layer.provide(Layer.mergeAll(DailyHistory.layer, DurableCells.layerShared))),
         OAuth.layerRedis
       ).pipe(Layer.provide(Layer.unwrap(
         // Imported only when configured: the Redis client is ~500 modules, 7-20 MB of RSS.

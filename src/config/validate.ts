@@ -7,14 +7,14 @@ import { Config, Effect } from "effect"
 import { readNewsletterConfig } from "../newsletter/NewsletterConfig.ts"
 import { readOAuthConfig } from "../oauth/OAuthConfig.ts"
 import { readCoinbaseConfig } from "../rates/coinbase/CoinbaseConfig.ts"
-import { readRatesConfig } from "../rates/RatesConfig.ts"
+import { readCoinGeckoConfig } from "../rates/coingecko/CoinGeckoConfig.ts"
 import { readAppConfig } from "./AppConfig.ts"
 import type { ConfigInvalid } from "./ConfigInvalid.ts"
 import { int, problem, readAll } from "./read.ts"
 
 export interface ValidConfiguration {
   readonly app: Effect.Success<typeof readAppConfig>
-  readonly rates: Effect.Success<typeof readRatesConfig>
+  readonly rates: Effect.Success<typeof readCoinGeckoConfig>
   readonly coinbase: Effect.Success<typeof readCoinbaseConfig>
   readonly newsletter: Effect.Success<typeof readNewsletterConfig>
   readonly oauth: Effect.Success<typeof readOAuthConfig>
@@ -35,7 +35,7 @@ export const webConcurrency = Effect.gen(function*() {
 
 export const validateConfiguration: Effect.Effect<ValidConfiguration, ConfigInvalid> = readAll({
   app: readAppConfig,
-  rates: readRatesConfig,
+  rates: readCoinGeckoConfig,
   coinbase: readCoinbaseConfig,
   newsletter: readNewsletterConfig,
   oauth: readOAuthConfig,

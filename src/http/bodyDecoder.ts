@@ -10,6 +10,7 @@
  */
 import { Exit, type SchemaIssue } from "effect"
 import { makeBoundedLru } from "../platform/boundedLru.ts"
+import { deepFreeze } from "../platform/deepFreeze.ts"
 
 export type BodyDecoding = Exit.Exit<unknown, SchemaIssue.Issue> | typeof unparsable
 
@@ -29,14 +30,6 @@ const parseJson = (text: string): unknown => {
   } finally {
     Error.stackTraceLimit = stackTraceLimit
   }
-}
-
-const deepFreeze = (value: unknown): unknown => {
-  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
-    for (const member of Object.values(value)) deepFreeze(member)
-    Object.freeze(value)
-  }
-  return value
 }
 
 interface Bounds {

@@ -1,13 +1,12 @@
 /**
- * The rates capability as the HTTP layer sees it: a query in, a complete C4 body out, with how long
- * that body stays true. Live Layers (CoinGecko) and the fake implement this; handlers never know which.
+ * The rates capability as the HTTP layer sees it (CONTRACT C4): a query in, a complete C4 body out, with
+ * how long that body stays true, or one of the errors below. The live implementation is the use case of
+ * historicalRates.ts over the sources (layer.ts wires it); `layerTest` is the deterministic fake of
+ * handler tests. Handlers never know which.
  */
-import { Context, type Effect, Layer } from "effect"
+import { Context, Data, Effect, Layer } from "effect"
 import type { ExchangeRatesResponse } from "../api/schemas.ts"
-import type { RatesError } from "./errors.ts"
-import { testRates } from "./RatesProviderTest.ts"
-
-export { type RatesError, RatesUnavailableError, RatesUpstreamError, UnsupportedCurrencyError } from "./errors.ts"
+import { testAnswer } from "./testRates.ts"
 
 export interface RatesQuery {
   /** Upper-cased, de-duplicated, in request order; already syntactically valid. */
@@ -30,6 +29,9 @@ export type RatesResult = typeof ExchangeRatesResponse.Type
 /** One coin of the answer: price, changes and daily points `[epoch ms at 00:00 UTC, price]`, oldest first. */
 export type RateSeries = RatesResult["rates"][number]
 
+/** Where a rate comes from, as the contract writes it: `coingecko` or `coinbase`. */
+export type SourceName = RateSeries["source"]
+
 export interface RatesAnswer {
   readonly result: RatesResult
   /**
@@ -38,7 +40,27 @@ export interface RatesAnswer {
    * retried. A provider whose answers never change may say `Infinity`.
    */
   readonly freshUntil: number
+  /** `result` encoded as the 200 body, when the provider already did so (answerMemo.ts); else the handler does. */
+  readonly body?: Uint8Array | undefined
 }
+
+/** A source answered wrongly: 5xx, timeout, reset, unparsable or wrong-shaped body, our key rejected → 502. */
+export class RatesUpstreamError extends Data.TaggedError("RatesUpstreamError")<{
+  readonly reason: string
+}> {}
+
+/** No source can be asked now: rate-limited, circuit open, budget exhausted → 503 with Retry-After. */
+export class RatesUnavailableError extends Data.TaggedError("RatesUnavailableError")<{
+  readonly reason: string
+  readonly retryAfterSeconds: number
+}> {}
+
+/** The requested `currency` is not one the source quotes → 400 validation_failed on /currency. */
+export class UnsupportedCurrencyError extends Data.TaggedError("UnsupportedCurrencyError")<{
+  readonly currency: string
+}> {}
+
+export type RatesError = RatesUpstreamError | RatesUnavailableError | UnsupportedCurrencyError
 
 export class RatesProvider extends Context.Service<RatesProvider, {
   /**
@@ -48,6 +70,24 @@ export class RatesProvider extends Context.Service<RatesProvider, {
    */
   readonly historical: (query: RatesQuery) => Effect.Effect<RatesAnswer, RatesError>
 }>()("app/RatesProvider") {
-  /** The deterministic fake of RatesProviderTest.ts: BTC, ETH, SOL; DOWN → 502, BUSY → 503 (handler tests). */
-  static readonly layerTest: Layer.Layer<RatesProvider> = Layer.succeed(RatesProvider)(testRates)
+  /**
+   * The deterministic fake of testRates.ts: BTC, ETH, SOL in usd, eur, gbp, jpy; DOWN → 502, BUSY → 503
+   * (30 s), another currency → 400. Its answers never change, so they hold for ever.
+   */
+  static readonly layerTest: Layer.Layer<RatesProvider> = Layer.succeed(RatesProvider)({
+    historical: (query) =>
+      Effect.suspend((): Effect.Effect<RatesAnswer, RatesError> => {
+        const answer = testAnswer(query)
+        switch (answer._tag) {
+          case "Down":
+            return Effect.fail(new RatesUpstreamError({ reason: "test: upstream answered 500" }))
+          case "Busy":
+            return Effect.fail(new RatesUnavailableError({ reason: "test: upstream rate-limited us", retryAfterSeconds: 30 }))
+          case "UnknownCurrency":
+            return Effect.fail(new UnsupportedCurrencyError({ currency: query.currency }))
+          case "Answer":
+            return Effect.succeed({ result: answer.result, freshUntil: Number.POSITIVE_INFINITY })
+        }
+      })
+  })
 }

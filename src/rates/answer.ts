@@ -1,36 +1,37 @@
 /**
- * The last step of a `historical` call: the C4 body from what the other steps gathered (resolved coins,
- * their series and latest prices), and until when it holds. Pure: no I/O, no clock.
+ * Step 5 of a `historical` call: the C4 body from what the other steps gathered (resolved coins, their
+ * series and latest prices, a second source's rates), and until when it holds. Pure: no I/O, no clock.
  *
  * A known coin that can be served neither fresh nor from a last good copy fails the whole answer: a
- * partial answer would look complete to the caller. A coin the second source served (fallback/) is
- * its rate, whole; each rate names its source, and the answer every source it used (CONTRACT C4).
+ * partial answer would look complete to the caller. A coin the second source served is its rate,
+ * whole; each rate names its source, and the answer every source it used (CONTRACT C4).
  */
 import { Result } from "effect"
-import type { CoinGeckoError } from "./CoinGeckoClient.ts"
 import { changesFromSeries } from "./dailySeries.ts"
-import { RatesUnavailableError } from "./errors.ts"
-import type { RateSource, SecondOutcome, WantedCoin } from "./fallback/SecondSource.ts"
-import type { Chart, LatestPrices } from "./marketData.ts"
-import type { RatesAnswer, RatesQuery, RateSeries } from "./RatesProvider.ts"
-import type { Sourced } from "./staleCache.ts"
-import type { Resolved } from "./symbolResolution.ts"
+import type { Chart, PricesFound, Resolved, SecondOutcome, Served, Sourcing, WantedCoin } from "./ports.ts"
+import { type RatesAnswer, type RatesQuery, type RateSeries, RatesUnavailableError, RatesUpstreamError, type SourceName } from "./RatesProvider.ts"
+import { isUnavailable, type SourceError, toRatesError } from "./upstream.ts"
 
-export const SOURCE = "coingecko"
-export const ATTRIBUTION = "Data provided by CoinGecko"
+/** The answer's `source`: the one every rate names, or `mixed`; the first source's when there is no rate. */
+export const answerSource = (sources: ReadonlySet<SourceName>, first: SourceName): SourceName | "mixed" =>
+  sources.size > 1 ? "mixed" : sources.values().next().value ?? first
 
-/** The answer's `source`: the one every rate names, or `mixed`; CoinGecko's when there is no rate. */
-export const answerSource = (sources: ReadonlySet<RateSource>): RateSource | "mixed" =>
-  sources.size > 1 ? "mixed" : sources.has("coinbase") ? "coinbase" : SOURCE
+/** A failure of the first source as the caller sees it: a coin it does not know is not a 404 of ours. */
+export const verdictOf = (error: SourceError): RatesUpstreamError | RatesUnavailableError =>
+  error.kind === "not-found" ? new RatesUpstreamError({ reason: error.message }) : toRatesError(error)
 
 /**
- * A coin neither source could serve, with no copy held: 503 (CONTRACT C4 "Second source"), to be asked
- * again after the shorter of the two sources' waits (a source that does not list the coin has none).
+ * A coin neither source could serve, with no copy held, keeps the first source's verdict (CONTRACT C4
+ * "Second source", amended): 502 when it failed, 503 when it could not be asked now, to be asked again
+ * after the shorter of the two sources' waits (one that does not list the coin has none; one that just
+ * failed may be asked again at once).
  */
-export const neitherSource = (first: CoinGeckoError, second: SecondOutcome & { readonly _tag: "Failed" }): RatesUnavailableError => {
+export const neitherSource = (first: SourceError, second: SourceError): RatesUpstreamError | RatesUnavailableError => {
+  const reason = `${first.message}; ${second.message}`
+  if (!isUnavailable(first)) return new RatesUpstreamError({ reason })
   const waits = [Math.max(1, first.retryAfterSeconds)]
-  if (second.error.kind !== "not-found") waits.push(Math.max(1, second.error.retryAfterSeconds))
-  return new RatesUnavailableError({ reason: `${first.message}; ${second.error.message}`, retryAfterSeconds: Math.min(...waits) })
+  if (second.kind !== "not-found") waits.push(Math.max(1, second.retryAfterSeconds))
+  return new RatesUnavailableError({ reason, retryAfterSeconds: Math.min(...waits) })
 }
 
 /** `2026-11-22T10:00:00Z`: ISO 8601 without the milliseconds (toISOString always ends `.mmmZ` in this range). */
@@ -40,7 +41,7 @@ export const isoSeconds = (epochMs: number) => {
 }
 
 /**
- * `points.slice(-count)`, by hand: on a frozen array (cached entries are frozen) `slice` takes V8's slow
+ * `points.slice(-count)`, by hand: on a frozen array (held copies are frozen) `slice` takes V8's slow
  * path, about 40 times slower than this loop.
  */
 export const lastPoints = <A>(points: ReadonlyArray<A>, count: number): Array<A> => {
@@ -58,29 +59,29 @@ export const coinIds = (resolved: Resolved): Array<string> => {
   return ids
 }
 
+/** The series of every coin id of `resolved`, or why it could not be had. */
+export type Charts = ReadonlyMap<string, Result.Result<Served<Chart>, SourceError>>
+
 export interface Gathered {
   readonly query: RatesQuery
   /** When the call started (epoch ms): `asOf` of an answer without any price. */
   readonly startedAt: number
+  /** The first source: what its rates name and how they are credited. */
+  readonly first: Sourcing
   readonly resolved: Resolved
-  readonly latest: LatestPrices
-  /** The series of every coin id of `resolved`, or why it could not be had. */
-  readonly charts: ReadonlyMap<string, Result.Result<Sourced<Chart>, CoinGeckoError>>
-  /** What the second source answered for the coins CoinGecko could not serve fresh (none when not asked). */
+  readonly latest: PricesFound
+  readonly charts: Charts
+  /** What the second source answered for the coins the first could not serve fresh (none when not asked). */
   readonly second?: ReadonlyMap<string, SecondOutcome> | undefined
-  /** The second source's attribution, for when one of its rates is in the answer. */
-  readonly secondAttribution?: string | undefined
+  /** The second source, for when one of its rates is in the answer. */
+  readonly secondSourcing?: Sourcing | undefined
 }
 
 /**
- * The coins CoinGecko could not serve fresh: its chart failed (a 404 is an answer: "no such coin"), or
- * only a stale copy of its chart or latest price is held, or no latest price because the call failed.
+ * The coins the first source could not serve fresh: its chart failed (a 404 is an answer: "no such
+ * coin"), or only a stale copy of its chart or latest price is held, or no latest price because the call failed.
  */
-export const notServedFresh = (
-  resolved: Resolved,
-  latest: LatestPrices,
-  charts: Gathered["charts"]
-): Array<WantedCoin> => {
+export const notServedFresh = (resolved: Resolved, latest: PricesFound, charts: Charts): Array<WantedCoin> => {
   const wanted: Array<WantedCoin> = []
   for (const [symbol, coin] of resolved.coins) {
     if (coin === null || wanted.some((w) => w.id === coin.id)) continue
@@ -98,9 +99,9 @@ export const notServedFresh = (
   return wanted
 }
 
-export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, CoinGeckoError | RatesUnavailableError> => {
-  const { charts, latest, query, resolved } = gathered
-  const sources = new Set<RateSource>()
+export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, RatesUpstreamError | RatesUnavailableError> => {
+  const { charts, first, latest, query, resolved } = gathered
+  const sources = new Set<SourceName>()
   // Until when this very answer may be repeated: the earliest `holdsUntil` of what it is made of (an
   // old copy, or a call that failed and that the next request would retry, makes it 0).
   let freshUntil = Number.POSITIVE_INFINITY
@@ -117,21 +118,22 @@ export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, C
       continue
     }
     const second = gathered.second?.get(coin.id)
-    if (second?._tag === "Served") {
+    if (second?._tag === "Served" && gathered.secondSourcing !== undefined) {
       const { rate } = second
+      const source = gathered.secondSourcing.source
       freshUntil = Math.min(freshUntil, rate.holdsUntil)
       asOf = Math.min(asOf, rate.asOf)
-      sources.add("coinbase")
-      rates.push({ symbol, id: coin.id, name: rate.name, price: rate.price, change: rate.change, series: lastPoints(rate.series, query.days), source: "coinbase" })
+      sources.add(source)
+      rates.push({ symbol, id: coin.id, name: rate.name, price: rate.price, change: rate.change, series: lastPoints(rate.series, query.days), source })
       continue
     }
     // Strict: every known coin is served (fresh or last good), or the request fails.
-    if (Result.isFailure(chart)) return Result.fail(second === undefined ? chart.failure : neitherSource(chart.failure, second))
+    if (Result.isFailure(chart)) return Result.fail(second?._tag === "Failed" ? neitherSource(chart.failure, second.error) : verdictOf(chart.failure))
     const series = chart.success
     const market = latest.latest.get(coin.id)
     freshUntil = Math.min(freshUntil, series.holdsUntil, market === undefined ? 0 : market.holdsUntil)
     if (series.value === null) {
-      unknown.push(symbol) // resolved, but the upstream has no such coin (404)
+      unknown.push(symbol) // resolved, but the source has no such coin (404)
       continue
     }
     const lastClose = series.value.at(-1) // the last of the whole series is the last of its tail
@@ -145,7 +147,7 @@ export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, C
       asOf = Math.min(asOf, market.storedAt)
       stale ||= market.stale
     } else if (lastClose !== undefined) {
-      // No latest price (upstream lists no market, or it failed and we hold no copy): the last close.
+      // No latest price (the source lists no market, or it failed and no copy is held): the last close.
       price = lastClose[1]
       change = changesFromSeries(series.value) // the whole fetched range: 30d needs more than days=7
       asOf = Math.min(asOf, lastClose[0])
@@ -155,26 +157,30 @@ export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, C
       continue
     }
     stale ||= series.stale
-    // The points themselves are frozen (cached entries are), so the answer shares them.
-    sources.add(SOURCE)
-    rates.push({ symbol, id: coin.id, name, price, change, series: lastPoints(series.value, query.days), source: SOURCE })
+    // The points themselves are frozen (held copies are), so the answer shares them.
+    sources.add(first.source)
+    rates.push({ symbol, id: coin.id, name, price, change, series: lastPoints(series.value, query.days), source: first.source })
   }
 
   // Without any rate, asOf is the clock's: the next answer differs, nothing in it is worth reusing.
   const priced = Number.isFinite(asOf)
+  // The first source's credit first, then the second's, for each that served a rate.
+  const second = gathered.secondSourcing
+  const attributions = [
+    sources.has(first.source) ? first.attribution : undefined,
+    second !== undefined && sources.has(second.source) ? second.attribution : undefined
+  ].filter((credit) => credit !== undefined)
   return Result.succeed({
     result: {
       currency: query.currency.toUpperCase(),
       days: query.days,
       interval: "daily",
       asOf: isoSeconds(priced ? asOf : gathered.startedAt),
-      source: answerSource(sources),
+      source: answerSource(sources, first.source),
       stale,
       rates,
       unknown,
-      attribution: sources.has("coinbase")
-        ? (sources.has(SOURCE) ? `${ATTRIBUTION}; ${gathered.secondAttribution}` : gathered.secondAttribution ?? ATTRIBUTION)
-        : ATTRIBUTION
+      attribution: attributions.length === 0 ? first.attribution : attributions.join("; ")
     },
     freshUntil: priced ? freshUntil : 0
   })

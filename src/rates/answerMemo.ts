@@ -1,20 +1,23 @@
 /**
- * Encoded 200 bodies of POST /api/v1/exchange-rates given moments ago, per query, each while every value
- * behind it is fresh (`RatesAnswer.freshUntil`). The handler remembers what it answers; the edge asks
+ * The last step of a `historical` call: the answer remembered. Its 200 body is encoded once here, and
+ * kept, per query, while every value behind it is fresh (`RatesAnswer.freshUntil`); the edge asks
  * `ratesReadyAnswer` (readyAnswer.ts) for a repeated query and sends the remembered bytes without
- * running the HttpApi or the provider. Both must see the same instance: provide `RatesAnswerMemo.layer`
- * once to everything that is built together (Layers are memoised per build, so the same `layer` value
- * provided in two places of one build is still one memo).
+ * running the HttpApi or the use case. Held in the memory tier every holder of copies uses
+ * (copies/CopyStore.ts): bounded in entries and bytes, least recently used out first, as queries come
+ * from callers.
  *
- * Bounded, as queries come from callers: in entries and in bytes, least recently used out first.
+ * The use case and the ready answer must see the same instance: provide `RatesAnswerMemo.layer` within
+ * one build (Layers are memoised per build, so the same `layer` value provided in two places of one
+ * build is still one memo).
  */
-import { Clock, Context, Effect, Layer } from "effect"
-import { makeBoundedLru } from "../platform/boundedLru.ts"
-import type { RatesQuery } from "./RatesProvider.ts"
+import { Clock, Context, Effect, Exit, Layer, Schema } from "effect"
+import { ExchangeRatesResponse } from "../api/schemas.ts"
+import { makeExpiringLru } from "./copies/CopyStore.ts"
+import type { RatesAnswer, RatesQuery, RatesResult } from "./RatesProvider.ts"
 
 export interface RatesAnswerMemoShape {
-  /** Keeps `body` for `query` until `freshUntil` (epoch ms); ignored when that is not after now. */
-  readonly remember: (query: RatesQuery, body: Uint8Array, freshUntil: number) => void
+  /** Encodes the answer's body and keeps it for `query` while it holds; the answer with its body. */
+  readonly remember: (query: RatesQuery, answer: RatesAnswer) => RatesAnswer
   /** The body remembered for `query` while it is fresh; undefined otherwise. Synchronous, no I/O. */
   readonly recall: (query: RatesQuery) => Uint8Array | undefined
   /** Entries and bytes held now (metrics, tests). */
@@ -28,36 +31,38 @@ export interface RatesAnswerMemoOptions {
   readonly maxBytes?: number
 }
 
-/** One key per normalised query (`toRatesQuery`): the currency, the days, the symbols in order. */
+/** One key per normalised query (handlers.ts `toRatesQuery`): the currency, the days, the symbols in order. */
 export const memoKey = (query: RatesQuery): string => `${query.currency}|${query.days}|${query.symbols.join(",")}`
 
-interface Remembered {
-  readonly body: Uint8Array
-  readonly freshUntil: number
+const encodeResponse = Schema.encodeUnknownExit(ExchangeRatesResponse)
+const utf8 = new TextEncoder()
+
+/**
+ * The 200 body exactly as HttpApi would encode it (the `ExchangeRatesResponse` encoding, then
+ * `JSON.stringify`), or undefined when the result does not encode (left to HttpApi to report).
+ */
+export const encodeRatesBody = (result: RatesResult): Uint8Array | undefined => {
+  const encoded = encodeResponse(result)
+  return Exit.isFailure(encoded) ? undefined : utf8.encode(JSON.stringify(encoded.value))
 }
 
 /** The memo, telling time by `now` (the Clock's `currentTimeMillisUnsafe`). */
 export const makeRatesAnswerMemo = (now: () => number, options: RatesAnswerMemoOptions = {}): RatesAnswerMemoShape => {
-  const entries = makeBoundedLru<Remembered>({
-    maxEntries: options.maxEntries ?? 512,
-    maxBytes: options.maxBytes ?? 8 * 1024 * 1024,
-    bytesOf: (_, remembered) => remembered.body.byteLength
-  })
+  const bodies = makeExpiringLru<Uint8Array>(options.maxEntries ?? 512, options.maxBytes ?? 8 * 1024 * 1024)
+  const keep = (query: RatesQuery, body: Uint8Array, freshUntil: number) => {
+    const key = memoKey(query)
+    bodies.remove(key)
+    if (freshUntil > now()) bodies.put(key, { value: body, expiresAt: freshUntil, bytes: body.byteLength })
+  }
   return {
-    remember: (query, body, freshUntil) => {
-      const key = memoKey(query)
-      entries.remove(key)
-      if (freshUntil > now()) entries.put(key, { body, freshUntil })
+    remember: (query, answer) => {
+      const body = answer.body ?? encodeRatesBody(answer.result)
+      if (body === undefined) return answer
+      keep(query, body, answer.freshUntil)
+      return { ...answer, body }
     },
-    recall: (query) => {
-      const key = memoKey(query)
-      const known = entries.get(key)
-      if (known === undefined) return undefined
-      if (now() < known.freshUntil) return known.body
-      entries.remove(key)
-      return undefined
-    },
-    size: entries.size
+    recall: (query) => bodies.get(memoKey(query), now())?.value,
+    size: bodies.size
   }
 }
 

@@ -9,16 +9,22 @@ const DAILY_POINT_PUBLISHED_AFTER_MS = 35 * 60_000
 
 export type DailyPoint = readonly [epochMs: number, price: number]
 
+/** 00:00 UTC of the day containing `epochMs`. */
+export const startOfDay = (epochMs: number): number => Math.floor(epochMs / DAY_MS) * DAY_MS
+
 /** How long a cached series stays complete: until the next daily point is published upstream. */
 export const millisUntilNextDailyPoint = (now: number): number => {
-  const dayStart = Math.floor(now / DAY_MS) * DAY_MS
+  const dayStart = startOfDay(now)
   const nextPublication = dayStart + DAILY_POINT_PUBLISHED_AFTER_MS
   return (now < nextPublication ? nextPublication : nextPublication + DAY_MS) - now
 }
 
+/** When the daily point stamped `day` (00:00 UTC) is published: at 00:35 UTC the next day. */
+export const publishedAt = (day: number): number => day + DAY_MS + DAILY_POINT_PUBLISHED_AFTER_MS
+
 /** 00:00 UTC of the newest daily point published at `now` (the previous day's until 00:35 UTC). */
 export const lastPublishedDay = (now: number): number => {
-  const dayStart = Math.floor(now / DAY_MS) * DAY_MS
+  const dayStart = startOfDay(now)
   return now < dayStart + DAILY_POINT_PUBLISHED_AFTER_MS ? dayStart - DAY_MS : dayStart
 }
 

@@ -1,16 +1,17 @@
 /**
- * POST /api/v1/exchange-rates (spec §4, CONTRACT C4): normalise the query, map domain errors to problems,
- * and remember the encoded 200 body while it holds (RatesAnswerMemo), for the edge to answer a repeat.
+ * POST /api/v1/exchange-rates (spec §4, CONTRACT C4): normalise the query, call the rates capability,
+ * map its errors to problems, and send the 200 body as the capability encoded it (answerMemo.ts, which
+ * remembers it for the edge to answer a repeat) or encode it here.
  */
-import { Clock, Effect, Exit, Schema } from "effect"
+import { Effect } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api, CurrentClient } from "../api/Api.ts"
 import { addressBucket } from "../http/clientIp.ts"
 import { exchangeOf } from "../http/exchange.ts"
 import { NoValidSymbols, ServiceUnavailable, UpstreamError, ValidationFailed } from "../api/problems.ts"
-import { type ExchangeRatesRequest, ExchangeRatesResponse } from "../api/schemas.ts"
-import { RatesAnswerMemo } from "./answerMemo.ts"
+import type { ExchangeRatesRequest } from "../api/schemas.ts"
+import { encodeRatesBody } from "./answerMemo.ts"
 import { type RatesAnswer, RatesProvider, type RatesQuery, type RatesResult } from "./RatesProvider.ts"
 
 export const DefaultCurrency = "usd"
@@ -31,16 +32,10 @@ export const toRatesQuery = (payload: ExchangeRatesRequest, caller?: string): Ra
 export const callerOf = (clientId: string | undefined, address: string | undefined): string | undefined =>
   clientId !== undefined ? `client:${clientId}` : address === undefined ? undefined : `ip:${addressBucket(address)}`
 
-const encodeResponse = Schema.encodeUnknownExit(ExchangeRatesResponse)
-const utf8 = new TextEncoder()
-
-/**
- * The 200 body exactly as HttpApi would encode it (the `ExchangeRatesResponse` encoding, then
- * `JSON.stringify`), or undefined when the result does not encode (left to HttpApi to report).
- */
-export const encodeRatesBody = (result: RatesResult): Uint8Array | undefined => {
-  const encoded = encodeResponse(result)
-  return Exit.isFailure(encoded) ? undefined : utf8.encode(JSON.stringify(encoded.value))
+/** The 200 response, encoded once (not again by HttpApi); a result that does not encode is left to HttpApi to report. */
+const respond = ({ body, result }: RatesAnswer): RatesResult | HttpServerResponse.HttpServerResponse => {
+  const bytes = body ?? encodeRatesBody(result)
+  return bytes === undefined ? result : HttpServerResponse.uint8Array(bytes, { contentType: "application/json" })
 }
 
 export const RatesHandlers = HttpApiBuilder.group(
@@ -48,16 +43,6 @@ export const RatesHandlers = HttpApiBuilder.group(
   "rates",
   Effect.fn(function*(handlers) {
     const rates = yield* RatesProvider
-    const memo = yield* RatesAnswerMemo
-
-    /** The 200 response, encoded once here (and remembered while it holds), not again by HttpApi. */
-    const respond = (query: RatesQuery, { freshUntil, result }: RatesAnswer) =>
-      Effect.map(Clock.currentTimeMillis, (now): RatesResult | HttpServerResponse.HttpServerResponse => {
-        const body = encodeRatesBody(result)
-        if (body === undefined) return result
-        if (freshUntil > now) memo.remember(query, body, freshUntil)
-        return HttpServerResponse.uint8Array(body, { contentType: "application/json" })
-      })
 
     return handlers.handle("getHistoricalExchangeRates", ({ payload, request }) =>
       Effect.flatMap(Effect.service(CurrentClient), (client) => {
@@ -88,7 +73,7 @@ export const RatesHandlers = HttpApiBuilder.group(
                 unknown: answer.result.unknown
               })
             )
-            : respond(query, answer)
+            : Effect.succeed(respond(answer))
         )
       )
     }))

@@ -8,7 +8,7 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { planFor } from "../../src/rates/credits/monthlyCredits.ts"
+import { planFor } from "../../src/rates/coingecko/credits/monthlyCredits.ts"
 import { fail, fmtInt, round, sleep } from "./common.ts"
 import { LANDING_PAGE } from "../support/simulatedMonth.ts"
 import { stopChild } from "./processes.ts"

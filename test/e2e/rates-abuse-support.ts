@@ -5,20 +5,17 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { Layer } from "effect"
 import type { CoinGeckoEmulator } from "../emulators/coingecko.ts"
-import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
-import { SecondSource } from "../../src/rates/fallback/SecondSource.ts"
 import type { RatesProvider } from "../../src/rates/RatesProvider.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { configFrom, type Env } from "../support/config.ts"
 import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
-import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
+import { DailyHistory } from "../../src/rates/history/DailyHistory.ts"
+import { coinGeckoAlone } from "../rates/helpers.ts"
 
 /** The live provider with the production defaults, but for `env`. */
 export const liveRatesLayer = (emulator: CoinGeckoEmulator, env: Env = {}): Layer.Layer<RatesProvider, unknown> =>
-  CoinGeckoRates.layer.pipe(
-    Layer.provide(SecondSource.layerNone),
-    Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, ...env })),
-    Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, RatesHistory.layerMemory, durableCellMemory))
+  coinGeckoAlone.pipe(Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, ...env })),
+    Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, DailyHistory.layerMemory, durableCellMemory))
   )
 
 /** The app (callers told apart by X-Forwarded-For) over the live provider. */

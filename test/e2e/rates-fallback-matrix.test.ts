@@ -87,6 +87,10 @@ describe("issue 22, fault cases", () => {
       expect(answered.body.source).toBe("coinbase")
       expect(answered.body.rates.map((r: any) => r.source)).toEqual(["coinbase", "coinbase"])
       expect(answered.body.attribution).toBe("Data provided by Coinbase Exchange")
+    } else if (coinGeckoCase === "5xx") {
+      // Neither source serves: CoinGecko's verdict stands (C4 "Second source", amended), a failure is a 502.
+      expect(answered.status).toBe(502)
+      expect(answered.body.code).toBe("upstream_error")
     } else {
       expect(answered.status).toBe(503)
       expect(answered.body.code).toBe("service_unavailable")

@@ -6,14 +6,13 @@
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
-import { CoinbaseClient } from "../../src/rates/coinbase/CoinbaseClient.ts"
 import { CoinbaseConfig, type CoinbaseConfigShape } from "../../src/rates/coinbase/CoinbaseConfig.ts"
-import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
-import { LEDGER } from "../../src/rates/credits/MonthlyBudget.ts"
-import { monthOf } from "../../src/rates/credits/monthlyCredits.ts"
-import * as SecondSource from "../../src/rates/fallback/layer.ts"
-import { DailyHistory, type DailyHistoryShape, type HistorySource } from "../../src/rates/history/DailyHistory.ts"
-import { makeMemoryHistory } from "../../src/rates/history/memoryHistory.ts"
+import { CoinGeckoConfig } from "../../src/rates/coingecko/CoinGeckoConfig.ts"
+import * as Rates from "../../src/rates/layer.ts"
+import { LEDGER } from "../../src/rates/coingecko/credits/MonthlyBudget.ts"
+import { monthOf } from "../../src/rates/coingecko/credits/monthlyCredits.ts"
+import { DailyHistory, type DailyHistoryShape } from "../../src/rates/history/DailyHistory.ts"
+import type { SourceName } from "../../src/rates/upstream.ts"
 import { DurableCell } from "../../src/platform/durableCell/DurableCell.ts"
 import { makeMemoryCell } from "../../src/platform/durableCell/memory.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
@@ -50,7 +49,7 @@ export interface FallbackApp extends TestApp {
   /** Moves the service's clock on (the emulators stay where they are). */
   readonly advance: (ms: number) => void
   /** The held points of a series, `[00:00 UTC, price]`. */
-  readonly held: (coin: string, currency: string, source: HistorySource) => Promise<ReadonlyArray<readonly [number, number]>>
+  readonly held: (coin: string, currency: string, source: SourceName) => Promise<ReadonlyArray<readonly [number, number]>>
 }
 
 export const startFallbackApp = async (options: {
@@ -60,18 +59,14 @@ export const startFallbackApp = async (options: {
   /** The month's credits spent before start-up (with COINGECKO_CALLS_PER_MONTH in `coinGeckoEnv`). */
   readonly creditsSpent?: number
 }): Promise<FallbackApp> => {
-  const history = Effect.runSync(makeMemoryHistory)
+  const history = DailyHistory.makeMemory()
   const cell = makeMemoryCell()
   if (options.creditsSpent !== undefined) {
     const state = { cold: 0, refresh: 0, at: NOW, month: monthOf(NOW), spent: options.creditsSpent }
     Effect.runSync(cell.compareAndSet(LEDGER, undefined, JSON.stringify(state)))
   }
-  const second = SecondSource.layerNoDeps.pipe(
-    Layer.provide(CoinbaseClient.layer),
-    Layer.provide(CoinbaseConfig.layerWith(options.coinbaseGuards ?? {}))
-  )
-  const rates = CoinGeckoRates.layer.pipe(
-    Layer.provide(second),
+  const rates = Rates.layerConfigured.pipe(
+    Layer.provide(Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layerWith(options.coinbaseGuards ?? {}))),
     Layer.provide(configFrom({ ...options.coinGeckoEnv, COINBASE_BASE_URL: options.coinbaseUrl })),
     Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, Layer.succeed(DailyHistory)(history), Layer.succeed(DurableCell)(cell)))
   )
@@ -83,7 +78,7 @@ export const startFallbackApp = async (options: {
     advance: clock.advance,
     history,
     held: (coin, currency, source) =>
-      Effect.runPromise(Effect.map(history.read(coin, currency, source), (found) => (found._tag === "Some" ? found.value.points : [])))
+      Effect.runPromise(Effect.map(history.read({ coin, currency, source }), (found) => (found._tag === "Some" ? found.value.points : [])))
   }
 }
 

@@ -11,15 +11,14 @@ import { Effect, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { DurableCell } from "../../src/platform/durableCell/DurableCell.ts"
 import { makeMemoryCell } from "../../src/platform/durableCell/memory.ts"
-import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
-import { LEDGER } from "../../src/rates/credits/MonthlyBudget.ts"
-import { monthOf, planFor } from "../../src/rates/credits/monthlyCredits.ts"
-import { SecondSource } from "../../src/rates/fallback/SecondSource.ts"
-import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
+import { LEDGER } from "../../src/rates/coingecko/credits/MonthlyBudget.ts"
+import { monthOf, planFor } from "../../src/rates/coingecko/credits/monthlyCredits.ts"
+import { DailyHistory } from "../../src/rates/history/DailyHistory.ts"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { configFrom } from "../support/config.ts"
 import { simulateMonth } from "../support/simulatedMonth.ts"
+import { coinGeckoAlone } from "../rates/helpers.ts"
 
 describe("the landing page over a simulated day, on Demo's credits", () => {
   it("spends at most a day's share of the month, every answer 200, prices at most 15 minutes old", async () => {
@@ -47,10 +46,8 @@ describe("the month's credits spent", () => {
         return cell
       })
     )
-    const rates = CoinGeckoRates.layer.pipe(
-      Layer.provide(SecondSource.layerNone),
-      Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url })),
-      Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, RatesHistory.layerMemory, spentLedger))
+    const rates = coinGeckoAlone.pipe(Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url })),
+      Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, DailyHistory.layerMemory, spentLedger))
     )
     app = await startTestApp({ rates })
   })

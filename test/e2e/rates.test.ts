@@ -7,14 +7,13 @@ import { Layer } from "effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { type CoinGeckoEmulator, type FaultMode, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { emulatedDailyPrices, emulatedPrice, startOfUtcDay } from "../emulators/coingecko-data.ts"
-import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
-import { SecondSource } from "../../src/rates/fallback/SecondSource.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { configFrom } from "../support/config.ts"
 import { expectProblem } from "../support/problems.ts"
 import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
-import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
+import { DailyHistory } from "../../src/rates/history/DailyHistory.ts"
 import { PLENTY } from "../support/credits.ts"
+import { coinGeckoAlone } from "../rates/helpers.ts"
 
 let emulator: CoinGeckoEmulator
 let app: TestApp
@@ -23,10 +22,8 @@ const NOW = Date.UTC(2026, 10, 22, 10, 30)
 beforeAll(async () => {
   emulator = await startCoinGeckoEmulator({ host: "127.0.0.1", now: NOW })
   // Production settings but for the breaker, which would otherwise open during the fault matrix.
-  const rates = CoinGeckoRates.layer.pipe(
-    Layer.provide(SecondSource.layerNone),
-    Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_BREAKER_FAILURES: "1000", COINGECKO_CALLS_PER_MIN: "10000" })),
-    Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, RatesHistory.layerMemory, durableCellMemory))
+  const rates = coinGeckoAlone.pipe(Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_BREAKER_FAILURES: "1000", COINGECKO_CALLS_PER_MIN: "10000" })),
+    Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, DailyHistory.layerMemory, durableCellMemory))
   )
   app = await startTestApp({ rates })
 })
@@ -82,10 +79,8 @@ describe("exchange rates against the CoinGecko emulator", () => {
   it("serves a cached coin with stale: true during an outage", async () => {
     // Its own service, whose latest prices live 1 s (COINGECKO_LATEST_TTL_S): then the upstream goes down.
     const shortLived = await startTestApp({
-      rates: CoinGeckoRates.layer.pipe(
-        Layer.provide(SecondSource.layerNone),
-        Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_LATEST_TTL_S: "1", COINGECKO_CALLS_PER_MONTH: PLENTY })),
-        Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, RatesHistory.layerMemory, durableCellMemory))
+      rates: coinGeckoAlone.pipe(Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_LATEST_TTL_S: "1", COINGECKO_CALLS_PER_MONTH: PLENTY })),
+        Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, DailyHistory.layerMemory, durableCellMemory))
       )
     })
     try {

@@ -9,7 +9,7 @@ import { Exit, Schema } from "effect"
 import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ExchangeRatesRequest, SubscribeRequest } from "../../src/api/schemas.ts"
-import { testCoins, testCurrencies } from "../../src/rates/RatesProviderTest.ts"
+import { testCoins, testCurrencies } from "../../src/rates/testRates.ts"
 import {
   anyJson,
   type Hints,

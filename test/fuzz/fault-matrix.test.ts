@@ -14,8 +14,6 @@ import { type CoinGeckoEmulator, type FaultMode as CoinGeckoFault, startCoinGeck
 import { type ListmonkEmulator, startListmonkEmulator } from "../emulators/listmonk.ts"
 import type { FaultMode as NewsletterFault } from "../emulators/newsletter-kit.ts"
 import { Newsletter } from "../../src/newsletter/Newsletter.ts"
-import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
-import { SecondSource } from "../../src/rates/fallback/SecondSource.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { configFrom } from "../support/config.ts"
 import { BASE } from "../support/problems.ts"
@@ -24,8 +22,9 @@ import { send } from "./support/http.ts"
 import { jsonOf, violationsOf } from "./support/invariants.ts"
 import { loadOpenApi, type OpenApiModel } from "./support/openapi.ts"
 import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
-import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
+import { DailyHistory } from "../../src/rates/history/DailyHistory.ts"
 import { PLENTY } from "../support/credits.ts"
+import { coinGeckoAlone } from "../rates/helpers.ts"
 
 const NOW = Date.UTC(2026, 10, 22, 10, 30)
 /** Upstream budget per request (COINGECKO_REQUEST_BUDGET_MS) and the newsletter deadline, plus slack. */
@@ -50,7 +49,7 @@ describe("CoinGecko fault modes × the upstream calls behind POST /api/v1/exchan
   let model: OpenApiModel
   beforeAll(async () => {
     emulator = await startCoinGeckoEmulator({ host: "127.0.0.1", now: NOW })
-    const rates = CoinGeckoRates.layer.pipe(Layer.provide(SecondSource.layerNone), Layer.provide(configFrom({
+    const rates = coinGeckoAlone.pipe(Layer.provide(configFrom({
       COINGECKO_BASE_URL: emulator.url,
       COINGECKO_TIMEOUT_MS: "300",
       COINGECKO_REQUEST_BUDGET_MS: "1500",
@@ -62,7 +61,7 @@ describe("CoinGecko fault modes × the upstream calls behind POST /api/v1/exchan
       COINGECKO_LATEST_TTL_S: "1",
       COINGECKO_CALLS_PER_MONTH: PLENTY,
       COINGECKO_DEFAULT_RETRY_AFTER_S: "1"
-    })), Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, RatesHistory.layerMemory, durableCellMemory)))
+    })), Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, DailyHistory.layerMemory, durableCellMemory)))
     app = await startTestApp({ rates })
     model = loadOpenApi(await (await fetch(`${app.url}/openapi.json`)).json())
     // Warm the currency list (cached a day) so every case below exercises only the call it faults.

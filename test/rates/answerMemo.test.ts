@@ -1,13 +1,18 @@
-/** RatesAnswerMemo: encoded bodies per normalised query, while fresh, bounded in entries and bytes (LRU). */
+/**
+ * RatesAnswerMemo: encoded bodies per normalised query, while fresh, bounded in entries and bytes (LRU);
+ * an answer not yet encoded is encoded as HttpApi would encode it.
+ */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { TestClock } from "effect/testing"
 import { makeRatesAnswerMemo, memoKey, RatesAnswerMemo } from "../../src/rates/answerMemo.ts"
-import type { RatesQuery } from "../../src/rates/RatesProvider.ts"
+import type { RatesAnswer, RatesQuery, RatesResult } from "../../src/rates/RatesProvider.ts"
 
 const NOW = Date.UTC(2026, 10, 22, 10, 0, 0)
 const q = (symbols: ReadonlyArray<string>, currency = "usd", days = 30): RatesQuery => ({ symbols, currency, days })
 const bytes = (text: string) => new TextEncoder().encode(text)
+/** An answer already encoded as `body` (the memo keeps what it is given), holding until `freshUntil`. */
+const encoded = (body: Uint8Array, freshUntil: number): RatesAnswer => ({ result: {} as RatesResult, freshUntil, body })
 
 /** A memo whose clock the test sets by hand. */
 const withClock = (options?: Parameters<typeof makeRatesAnswerMemo>[1]) => {
@@ -20,7 +25,7 @@ describe("RatesAnswerMemo", () => {
     assert.strictEqual(memoKey(q(["BTC", "ETH"], "eur", 7)), "eur|7|BTC,ETH")
     const { memo } = withClock()
     const body = bytes("{}")
-    memo.remember(q(["BTC", "ETH"]), body, NOW + 1000)
+    memo.remember(q(["BTC", "ETH"]), encoded(body, NOW + 1000))
     assert.strictEqual(memo.recall(q(["BTC", "ETH"])), body)
     assert.isUndefined(memo.recall(q(["ETH", "BTC"])))
     assert.isUndefined(memo.recall(q(["BTC", "ETH"], "eur")))
@@ -30,15 +35,15 @@ describe("RatesAnswerMemo", () => {
   it("recalls a body until its freshUntil, never at or after it; keeps none already past", () => {
     const { clock, memo } = withClock()
     const body = bytes("{\"a\":1}")
-    memo.remember(q(["BTC"]), body, NOW + 60_000)
+    memo.remember(q(["BTC"]), encoded(body, NOW + 60_000))
     clock.now = NOW + 59_999
     assert.strictEqual(memo.recall(q(["BTC"])), body)
     clock.now = NOW + 60_000
     assert.isUndefined(memo.recall(q(["BTC"])))
     assert.deepStrictEqual(memo.size(), { entries: 0, bytes: 0 }) // an expired entry is dropped when met
 
-    memo.remember(q(["ETH"]), body, clock.now) // fresh until now: already past
-    memo.remember(q(["SOL"]), body, 0) // an answer made of old copies
+    memo.remember(q(["ETH"]), encoded(body, clock.now)) // fresh until now: already past
+    memo.remember(q(["SOL"]), encoded(body, 0)) // an answer made of old copies
     assert.isUndefined(memo.recall(q(["ETH"])))
     assert.isUndefined(memo.recall(q(["SOL"])))
     assert.deepStrictEqual(memo.size(), { entries: 0, bytes: 0 })
@@ -46,21 +51,21 @@ describe("RatesAnswerMemo", () => {
 
   it("a newer answer replaces the older one, and one past its freshness forgets it", () => {
     const { memo } = withClock()
-    memo.remember(q(["BTC"]), bytes("old!"), NOW + 1000)
-    memo.remember(q(["BTC"]), bytes("new"), NOW + 2000)
+    memo.remember(q(["BTC"]), encoded(bytes("old!"), NOW + 1000))
+    memo.remember(q(["BTC"]), encoded(bytes("new"), NOW + 2000))
     assert.deepStrictEqual(memo.size(), { entries: 1, bytes: 3 })
     assert.strictEqual(new TextDecoder().decode(memo.recall(q(["BTC"]))), "new")
-    memo.remember(q(["BTC"]), bytes("stale"), 0)
+    memo.remember(q(["BTC"]), encoded(bytes("stale"), 0))
     assert.isUndefined(memo.recall(q(["BTC"])))
     assert.deepStrictEqual(memo.size(), { entries: 0, bytes: 0 })
   })
 
   it("holds at most maxEntries, the least recently used out first", () => {
     const { memo } = withClock({ maxEntries: 2 })
-    memo.remember(q(["A"]), bytes("a"), NOW + 1000)
-    memo.remember(q(["B"]), bytes("b"), NOW + 1000)
+    memo.remember(q(["A"]), encoded(bytes("a"), NOW + 1000))
+    memo.remember(q(["B"]), encoded(bytes("b"), NOW + 1000))
     assert.isDefined(memo.recall(q(["A"]))) // A is now more recent than B
-    memo.remember(q(["C"]), bytes("c"), NOW + 1000)
+    memo.remember(q(["C"]), encoded(bytes("c"), NOW + 1000))
     assert.deepStrictEqual(memo.size(), { entries: 2, bytes: 2 })
     assert.isUndefined(memo.recall(q(["B"])))
     assert.isDefined(memo.recall(q(["A"])))
@@ -69,18 +74,36 @@ describe("RatesAnswerMemo", () => {
 
   it("holds at most maxBytes of bodies, the least recently used out first; a larger body not at all", () => {
     const { memo } = withClock({ maxBytes: 10 })
-    memo.remember(q(["A"]), bytes("aaaa"), NOW + 1000)
-    memo.remember(q(["B"]), bytes("bbbb"), NOW + 1000)
+    memo.remember(q(["A"]), encoded(bytes("aaaa"), NOW + 1000))
+    memo.remember(q(["B"]), encoded(bytes("bbbb"), NOW + 1000))
     assert.isDefined(memo.recall(q(["A"])))
-    memo.remember(q(["C"]), bytes("cccc"), NOW + 1000) // 12 bytes: B, least recently used, goes
+    memo.remember(q(["C"]), encoded(bytes("cccc"), NOW + 1000)) // 12 bytes: B, least recently used, goes
     assert.deepStrictEqual(memo.size(), { entries: 2, bytes: 8 })
     assert.isUndefined(memo.recall(q(["B"])))
     assert.isDefined(memo.recall(q(["A"])))
     assert.isDefined(memo.recall(q(["C"])))
 
-    memo.remember(q(["D"]), bytes("d".repeat(11)), NOW + 1000)
+    memo.remember(q(["D"]), encoded(bytes("d".repeat(11)), NOW + 1000))
     assert.isUndefined(memo.recall(q(["D"])))
     assert.deepStrictEqual(memo.size(), { entries: 2, bytes: 8 }) // nothing evicted for it
+  })
+
+  it("encodes an answer given without its body, and hands the body back with it", () => {
+    const { memo } = withClock()
+    const result: RatesResult = {
+      currency: "USD",
+      days: 1,
+      interval: "daily",
+      asOf: "2026-11-22T10:00:00Z",
+      source: "coingecko",
+      stale: false,
+      rates: [],
+      unknown: ["FOO"],
+      attribution: "Data provided by CoinGecko"
+    }
+    const remembered = memo.remember(q(["FOO"]), { result, freshUntil: NOW + 1000 })
+    assert.deepStrictEqual(JSON.parse(new TextDecoder().decode(remembered.body)), result)
+    assert.strictEqual(memo.recall(q(["FOO"])), remembered.body)
   })
 
   it.effect("the Layer tells time by the Clock it is built with (TestClock)", () =>
@@ -88,7 +111,7 @@ describe("RatesAnswerMemo", () => {
       yield* TestClock.setTime(NOW)
       const memo = yield* RatesAnswerMemo
       const body = bytes("{}")
-      memo.remember(q(["BTC"]), body, NOW + 60_000)
+      memo.remember(q(["BTC"]), encoded(body, NOW + 60_000))
       assert.strictEqual(memo.recall(q(["BTC"])), body)
       yield* TestClock.adjust("59 seconds")
       assert.strictEqual(memo.recall(q(["BTC"])), body)

@@ -9,17 +9,20 @@ import { Redis } from "effect/persistence"
 import { TestClock } from "effect/testing"
 import { afterAll, beforeAll } from "vitest"
 import { ExchangeRatesResponse } from "../../src/api/schemas.ts"
-import { type ChartPoint, CoinGeckoClient, CoinGeckoError, type MarketRow } from "../../src/rates/CoinGeckoClient.ts"
-import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
-import { SecondSource } from "../../src/rates/fallback/SecondSource.ts"
+import { NodeHttpClient } from "@effect/platform-node"
+import { encodeRatesBody } from "../../src/rates/answerMemo.ts"
+import { CoinbaseConfig } from "../../src/rates/coinbase/CoinbaseConfig.ts"
+import { type ChartPoint, CoinGeckoClient, type MarketRow } from "../../src/rates/coingecko/CoinGeckoClient.ts"
 import { DAY_MS } from "../../src/rates/dailySeries.ts"
-import { encodeRatesBody } from "../../src/rates/handlers.ts"
-import { RatesCache } from "../../src/rates/RatesCache.ts"
+import * as Rates from "../../src/rates/layer.ts"
+import { SourceError } from "../../src/rates/upstream.ts"
+import { configFrom } from "../support/config.ts"
+import { CopyStore } from "../../src/rates/copies/CopyStore.ts"
 import { RatesProvider, type RatesQuery, type RatesResult } from "../../src/rates/RatesProvider.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
-import { EMULATOR_NOW, makeAgeableCache, ratesConfigFrom } from "./helpers.ts"
-import { MonthlyBudget } from "../../src/rates/credits/MonthlyBudget.ts"
-import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
+import { coinGeckoConfigFrom, EMULATOR_NOW, makeAgeableCache } from "./helpers.ts"
+import { MonthlyBudget } from "../../src/rates/coingecko/credits/MonthlyBudget.ts"
+import { DailyHistory } from "../../src/rates/history/DailyHistory.ts"
 
 // ---------------------------------------------------------------------------------------------------
 // An upstream stub that counts how often each call is *built* (not run): a hit must build none.
@@ -30,7 +33,7 @@ const makeStubUpstream = () => {
   let priceFactor = 1
   let failing = false
   const down = <A>(value: A) =>
-    failing ? Effect.fail(new CoinGeckoError({ kind: "transient", detail: "test: upstream down", retryAfterSeconds: 0 })) : Effect.succeed(value)
+    failing ? Effect.fail(new SourceError({ source: "coingecko", kind: "transient", detail: "test: upstream down", retryAfterSeconds: 0 })) : Effect.succeed(value)
   const row = (id: string, symbol: string, name: string): MarketRow => ({
     id,
     symbol,
@@ -83,12 +86,21 @@ const LATEST_TTL_S = 60
 /** Latest prices are refreshed an attempt's time (COINGECKO_TIMEOUT_MS, 3 s) before they expire. */
 const REFRESH_AT_MS = LATEST_TTL_S * 1000 - 3_000
 
-const providerWith = (upstream: Layer.Layer<CoinGeckoClient>, cache: Layer.Layer<RatesCache>) =>
-  CoinGeckoRates.layerNoDeps.pipe(
-    Layer.provide(SecondSource.layerNone),
-    Layer.provide(Layer.mergeAll(upstream, cache, ratesConfigFrom({ COINGECKO_LATEST_TTL_S: String(LATEST_TTL_S) }), RatesHistory.layerMemory, MonthlyBudget.layerMemory(1_000_000_000))),
+/** The capability over the stand-in client, CoinGecko alone, credits aplenty; its store of copies to be given. */
+const providerOver = (upstream: Layer.Layer<CoinGeckoClient>) =>
+  Rates.layerOverCoinGecko.pipe(
+    Layer.provide(Layer.mergeAll(
+      upstream,
+      coinGeckoConfigFrom({ COINGECKO_LATEST_TTL_S: String(LATEST_TTL_S) }),
+      CoinbaseConfig.layer.pipe(Layer.provide(configFrom({ RATES_FALLBACK: "none" }))),
+      DailyHistory.layerMemory,
+      MonthlyBudget.layerMemory(1_000_000_000),
+      NodeHttpClient.layerUndici
+    )),
     Layer.orDie
   )
+
+const providerWith = (upstream: Layer.Layer<CoinGeckoClient>, cache: Layer.Layer<CopyStore>) => providerOver(upstream).pipe(Layer.provide(cache))
 
 const query: RatesQuery = { symbols: ["BTC", "XYZ", "ETH", "NOPE"], currency: "usd", days: 30 }
 const answer = (q: RatesQuery = query) => Effect.flatMap(RatesProvider, (rates) => rates.historical(q))
@@ -152,7 +164,7 @@ describe("CoinGecko provider on a cache hit", () => {
       const cold2 = yield* answer()
       assert.deepStrictEqual(cold2.result.rates.map((r) => r.price), [300, 300, 300])
       assert.deepStrictEqual(upstream.built, { markets: 2, chart: 0 })
-    }).pipe(Effect.provide(providerWith(upstream.layer, RatesCache.layerMemory())))
+    }).pipe(Effect.provide(providerWith(upstream.layer, CopyStore.layerMemory())))
   })
 
   it.effect("says freshUntil 0 for an answer made of last good copies, and for one without any rate", () => {
@@ -196,7 +208,7 @@ describe("CoinGecko provider on a cache hit", () => {
     const upstream = makeStubUpstream()
     return Effect.gen(function*() {
       yield* TestClock.setTime(EMULATOR_NOW)
-      const cache = yield* RatesCache
+      const cache = yield* CopyStore
       // A chart entry from "another release": points are not [number, number].
       const times = { storedAt: EMULATOR_NOW, refreshAt: EMULATOR_NOW + 3_600_000, freshUntil: EMULATOR_NOW + 3_600_000, graceUntil: EMULATOR_NOW + 3_600_000 }
       yield* cache.set("rates:v2:chart:bitcoin:usd", { ...times, value: [["x", 1]] }, Duration.hours(1))
@@ -204,20 +216,16 @@ describe("CoinGecko provider on a cache hit", () => {
       const { result } = yield* rates.historical({ symbols: ["BTC"], currency: "usd", days: 30 })
       assert.strictEqual(upstream.built.chart, 1) // refused as a miss and fetched again
       assert.strictEqual(result.rates[0]!.series.length, 30)
-    }).pipe(Effect.provide(CoinGeckoRates.layerNoDeps.pipe(
-      Layer.provide(SecondSource.layerNone),
-      Layer.provideMerge(Layer.mergeAll(upstream.layer, RatesCache.layerMemory(), ratesConfigFrom({}), RatesHistory.layerMemory, MonthlyBudget.layerMemory(1_000_000_000))),
-      Layer.orDie
-    )))
+    }).pipe(Effect.provide(providerOver(upstream.layer).pipe(Layer.provideMerge(CopyStore.layerMemory()))))
   })
 })
 
 // ---------------------------------------------------------------------------------------------------
 
-describe("RatesCache stores hand out frozen values, the same object while unchanged", () => {
+describe("CopyStore stores hand out frozen values, the same object while unchanged", () => {
   it.effect("memory", () =>
     Effect.gen(function*() {
-      const cache = yield* RatesCache
+      const cache = yield* CopyStore
       yield* cache.set("k", { a: [1, 2] }, Duration.minutes(1))
       const first = Option.getOrThrow(yield* cache.get("k"))
       assert.strictEqual(Option.getOrThrow(yield* cache.get("k")), first)
@@ -226,7 +234,7 @@ describe("RatesCache stores hand out frozen values, the same object while unchan
       const rewritten = Option.getOrThrow(yield* cache.get("k"))
       assert.notStrictEqual(rewritten, first)
       assert.deepStrictEqual(rewritten, first)
-    }).pipe(Effect.provide(RatesCache.layerMemory())))
+    }).pipe(Effect.provide(CopyStore.layerMemory())))
 
   it.effect("Redis: parsed once per stored text, re-parsed when another writer changed it", () => {
     const store = new Map<string, string>()
@@ -242,7 +250,7 @@ describe("RatesCache stores hand out frozen values, the same object while unchan
       reserve: Effect.die("unused")
     } as Redis.Redis["Service"])
     return Effect.gen(function*() {
-      const cache = yield* RatesCache
+      const cache = yield* CopyStore
       yield* cache.set("k", { v: 1 }, Duration.minutes(1))
       const first = Option.getOrThrow(yield* cache.get("k"))
       assert.deepStrictEqual(first, { v: 1 })
@@ -254,7 +262,7 @@ describe("RatesCache stores hand out frozen values, the same object while unchan
       assert.isTrue(Option.isNone(yield* cache.get("k")))
       store.delete("p:k")
       assert.isTrue(Option.isNone(yield* cache.get("k")))
-    }).pipe(Effect.provide(RatesCache.layerRedis({ prefix: "p:" }).pipe(Layer.provide(redis))))
+    }).pipe(Effect.provide(CopyStore.layerRedis({ prefix: "p:" }).pipe(Layer.provide(redis))))
   })
 })
 
@@ -283,7 +291,7 @@ describe("POST /api/v1/exchange-rates with encoded bodies", () => {
   const upstream = makeStubUpstream()
   let app: TestApp
   beforeAll(async () => {
-    app = await startTestApp({ rates: providerWith(upstream.layer, RatesCache.layerMemory()) })
+    app = await startTestApp({ rates: providerWith(upstream.layer, CopyStore.layerMemory()) })
   })
   afterAll(() => app.close())
 

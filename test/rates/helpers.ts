@@ -1,20 +1,20 @@
 /**
- * Shared set-up for the rates tests: the live CoinGecko Layer over real HTTP against the emulator,
- * with short timeouts so every fault case finishes in about a second.
+ * Shared set-up for the rates tests: the live rates capability (src/rates/layer.ts) over real HTTP
+ * against the emulator, with short timeouts so every fault case finishes in about a second. CoinGecko
+ * alone unless the environment names a second source (`RATES_FALLBACK`).
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Layer, Option, type Schema } from "effect"
 import { clockLayerFrom } from "../support/clock.ts"
 import { configFrom, type Env } from "../support/config.ts"
-import { CoinGeckoClient, layerUpstreamGuardsMemory } from "../../src/rates/CoinGeckoClient.ts"
-import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
-import { SecondSource } from "../../src/rates/fallback/SecondSource.ts"
-import { RatesCache, type RatesCacheShape } from "../../src/rates/RatesCache.ts"
-import { RatesConfig } from "../../src/rates/RatesConfig.ts"
-import { RatesProvider, type RatesQuery } from "../../src/rates/RatesProvider.ts"
-import { MonthlyBudget } from "../../src/rates/credits/MonthlyBudget.ts"
 import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
-import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
+import { RatesAnswerMemo } from "../../src/rates/answerMemo.ts"
+import { CoinGeckoConfig } from "../../src/rates/coingecko/CoinGeckoConfig.ts"
+import { CopyStore, type CopyStoreShape } from "../../src/rates/copies/CopyStore.ts"
+import { DailyHistory } from "../../src/rates/history/DailyHistory.ts"
+import * as Rates from "../../src/rates/layer.ts"
+import { CoinbaseConfig } from "../../src/rates/coinbase/CoinbaseConfig.ts"
+import { RatesProvider, type RatesQuery } from "../../src/rates/RatesProvider.ts"
 
 /** The emulator's frozen clock in most tests: 2026-11-22T10:00:00Z. */
 export const EMULATOR_NOW = Date.UTC(2026, 10, 22, 10, 0, 0)
@@ -46,16 +46,22 @@ export const healthyEnv = (baseUrl: string, overrides: Env = {}): Env =>
  * service on which days are closed); else on the real clock.
  */
 export const liveRates = (env: Env, now?: number) => {
-  const rates = CoinGeckoRates.layer.pipe(
-    Layer.provide(SecondSource.layerNone),
-    Layer.provide(configFrom(env)),
-    Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, RatesHistory.layerMemory, durableCellMemory))
+  const rates = Rates.layer.pipe(
+    Layer.provide(configFrom({ RATES_FALLBACK: "none", ...env })),
+    Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, DailyHistory.layerMemory, durableCellMemory))
   )
   return now === undefined ? rates : Layer.merge(rates, clockLayerFrom(now))
 }
 
-/** `RatesConfig` read from `env` alone. */
-export const ratesConfigFrom = (env: Env) => RatesConfig.layer.pipe(Layer.provide(configFrom(env)))
+/** The live capability with CoinGecko alone (no second source), configured from the ConfigProvider. */
+export const coinGeckoAlone = Rates.layerConfigured.pipe(Layer.provide(Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layerWith({ fallback: "none" }))))
+
+/** The same, its copies and guards shared through Redis under `keyPrefix`. */
+export const coinGeckoAloneRedis = (keyPrefix: string) =>
+  Rates.layerRedisConfigured(keyPrefix).pipe(Layer.provide(Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layerWith({ fallback: "none" }))))
+
+/** `CoinGeckoConfig` read from `env` alone. */
+export const coinGeckoConfigFrom = (env: Env) => CoinGeckoConfig.layer.pipe(Layer.provide(configFrom(env)))
 
 /**
  * A cache whose entries the test can age at will: every copy past its grace, kept as a last good copy
@@ -63,13 +69,13 @@ export const ratesConfigFrom = (env: Env) => RatesConfig.layer.pipe(Layer.provid
  */
 export const makeAgeableCache = () => {
   const entries = new Map<string, string>()
-  const shape: RatesCacheShape = {
+  const shape: CopyStoreShape = {
     get: (key) => Effect.sync(() => Option.map(Option.fromUndefinedOr(entries.get(key)), (json) => JSON.parse(json) as Schema.Json)),
     set: (key, value) => Effect.sync(() => void entries.set(key, JSON.stringify(value))),
     shared: false
   }
   return {
-    layer: Layer.succeed(RatesCache)(shape),
+    layer: Layer.succeed(CopyStore)(shape),
     /** Every entry expired and past its grace: only last good copies remain. */
     expireFreshEntries: () => {
       for (const [key, json] of entries) {
@@ -82,13 +88,12 @@ export const makeAgeableCache = () => {
   }
 }
 
-/** The live provider wired by hand, with a given cache. */
-export const liveRatesWithCache = (env: Env, cache: Layer.Layer<RatesCache>) =>
-  CoinGeckoRates.layerNoDeps.pipe(
-    Layer.provide(SecondSource.layerNone),
-    Layer.provide(CoinGeckoClient.layerNoDeps),
-    Layer.provide(Layer.mergeAll(ratesConfigFrom(env), cache, layerUpstreamGuardsMemory, RatesHistory.layerMemory, MonthlyBudget.layer.pipe(Layer.provide(Layer.mergeAll(ratesConfigFrom(env), durableCellMemory))))),
-    Layer.provide(NodeHttpClient.layerUndici)
+/** The live capability over a given store of copies. */
+export const liveRatesWithCache = (env: Env, cache: Layer.Layer<CopyStore>) =>
+  Rates.layerOverStore.pipe(
+    Layer.provide(Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layer)),
+    Layer.provide(configFrom({ RATES_FALLBACK: "none", ...env })),
+    Layer.provide(Layer.mergeAll(cache, NodeHttpClient.layerUndici, DailyHistory.layerMemory, durableCellMemory))
   )
 
 /** The provider's whole answer: the result and until when it holds. */
@@ -111,21 +116,22 @@ export const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   })
 
 /**
- * RatesProvider.layerTest saying its answers hold until `freshUntil()`, counting how often it is asked
+ * RatesProvider.layerTest saying its answers hold until `freshUntil()` and remembering them as the use
+ * case's last step does (the memo the edge reads: one per server build), counting how often it is asked
  * (that is, how often a request reached the HttpApi handler rather than a ready answer).
  */
 export const countingRatesProvider = (freshUntil: () => number) => {
   const calls = { historical: 0 }
   const layer = Layer.effect(
     RatesProvider,
-    Effect.map(RatesProvider, (inner) =>
+    Effect.map(Effect.all([RatesProvider, RatesAnswerMemo]), ([inner, memo]) =>
       RatesProvider.of({
         historical: (query) =>
           Effect.suspend(() => {
             calls.historical++
-            return Effect.map(inner.historical(query), (answer) => ({ ...answer, freshUntil: freshUntil() }))
+            return Effect.map(inner.historical(query), (answer) => memo.remember(query, { ...answer, freshUntil: freshUntil() }))
           })
       }))
-  ).pipe(Layer.provide(RatesProvider.layerTest))
+  ).pipe(Layer.provide(Layer.merge(RatesProvider.layerTest, RatesAnswerMemo.layer)))
   return { layer, calls }
 }

@@ -2,13 +2,13 @@
  * The memory bound of the rates cache under floods (issue 13), over real HTTP against the emulator:
  * distinct unknown symbols store nothing; dead coins (listed, without market or chart) fill only the
  * negative tier, bounded; real data stays within its bytes, least recently used out first, so what is
- * asked for keeps its copy. RatesCache.ts states the bound.
+ * asked for keeps its copy. CopyStore.ts states the bound.
  */
 import { Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { emulatedCoins, emulatedCurrencies } from "../emulators/coingecko-data.ts"
-import { RatesCache } from "../../src/rates/RatesCache.ts"
+import { CopyStore } from "../../src/rates/copies/CopyStore.ts"
 import { askFrom, junkSymbols, startRatesApp } from "../e2e/rates-abuse-support.ts"
 import { PLENTY } from "../support/credits.ts"
 import { EMULATOR_NOW, healthyEnv, liveRatesWithCache } from "./helpers.ts"
@@ -22,10 +22,10 @@ afterAll(() => emulator.close())
 
 describe("rates cache memory under a flood", () => {
   it("distinct unknown symbols store nothing; dead coins only fill the negative tier, bounded", async () => {
-    const store = RatesCache.makeMemory({ maxBytes: 4 * 1024 * 1024, negativeEntries: 500 })
+    const store = CopyStore.makeMemory({ maxBytes: 4 * 1024 * 1024, negativeEntries: 500 })
     // A budget and shares large enough that the flood really reaches the cache.
     const env = healthyEnv(emulator.url, { COINGECKO_CALLS_PER_MIN: "10000", COINGECKO_CALLER_SHARE_PCT: "100", COINGECKO_CALLS_PER_MONTH: PLENTY })
-    const app = await startRatesApp(emulator, {}, liveRatesWithCache(env, Layer.succeed(RatesCache)(store)))
+    const app = await startRatesApp(emulator, {}, liveRatesWithCache(env, Layer.succeed(CopyStore)(store)))
     try {
       const held = await askFrom(app, "203.0.113.1", { cryptos: ["BTC", "ETH"], days: 30 })
       expect(held.status).toBe(200)
@@ -59,9 +59,9 @@ describe("rates cache memory under a flood", () => {
 
   it("real data stays within its bytes; the entry asked for all along keeps its copy", async () => {
     const maxBytes = 256 * 1024 // about 25 years of daily points
-    const store = RatesCache.makeMemory({ maxBytes })
+    const store = CopyStore.makeMemory({ maxBytes })
     const env = healthyEnv(emulator.url, { COINGECKO_CALLS_PER_MIN: "10000", COINGECKO_CALLER_SHARE_PCT: "100", COINGECKO_CALLS_PER_MONTH: PLENTY })
-    const app = await startRatesApp(emulator, {}, liveRatesWithCache(env, Layer.succeed(RatesCache)(store)))
+    const app = await startRatesApp(emulator, {}, liveRatesWithCache(env, Layer.succeed(CopyStore)(store)))
     try {
       const popular = { cryptos: ["BTC"], currency: "usd", days: 365 }
       const first = await askFrom(app, "203.0.113.1", popular)

@@ -8,6 +8,7 @@ import { Effect } from "effect"
 import { TestClock } from "effect/testing"
 import { RatesAnswerMemo } from "../../src/rates/answerMemo.ts"
 import { ratesReadyAnswer } from "../../src/rates/readyAnswer.ts"
+import type { RatesResult } from "../../src/rates/RatesProvider.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { countingRatesProvider } from "./helpers.ts"
 
@@ -18,7 +19,7 @@ const body = new TextEncoder().encode("{\"remembered\":true}")
 const setUp = Effect.gen(function*() {
   yield* TestClock.setTime(NOW)
   const memo = yield* RatesAnswerMemo
-  memo.remember({ symbols: ["BTC", "ETH"], currency: "usd", days: 30 }, body, NOW + 60_000)
+  memo.remember({ symbols: ["BTC", "ETH"], currency: "usd", days: 30 }, { result: {} as RatesResult, freshUntil: NOW + 60_000, body })
   return yield* ratesReadyAnswer
 })
 
@@ -65,7 +66,7 @@ describe("ratesReadyAnswer", () => {
     }).pipe(Effect.provide(RatesAnswerMemo.layer)))
 })
 
-describe("the handler remembers what it answers, only while it holds", () => {
+describe("an answer remembered is repeated by the edge, only while it holds", () => {
   const counting = countingRatesProvider
   const post = (app: TestApp, body: unknown) =>
     fetch(`${app.url}/api/v1/exchange-rates`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })

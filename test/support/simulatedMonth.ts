@@ -21,12 +21,11 @@ import { AccessLog } from "../../src/observability/AccessLog.ts"
 import { metricsText } from "../../src/observability/metrics.ts"
 import { DurableCell } from "../../src/platform/durableCell/DurableCell.ts"
 import * as DurableCells from "../../src/platform/durableCell/layer.ts"
-import * as CoinGeckoRates from "../../src/rates/CoinGeckoRates.ts"
-import { SecondSource } from "../../src/rates/fallback/SecondSource.ts"
-import * as RatesHistory from "../../src/rates/history/history.ts"
+import { DailyHistory } from "../../src/rates/history/DailyHistory.ts"
 import { ServerLive } from "../../src/server.ts"
 import { startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { configFrom } from "./config.ts"
+import { coinGeckoAlone } from "../rates/helpers.ts"
 
 /** The landing page of issue 21: three queries, asked over and over. */
 export const LANDING_PAGE = [
@@ -112,7 +111,7 @@ export const simulateMonth = async (perMonth: number, opts: { readonly stepSecon
   }
   const services = Layer.mergeAll(
     // CoinGecko never fails here: the second source is never asked, and must not reach its real host.
-    CoinGeckoRates.layer.pipe(Layer.provide(SecondSource.layerNone), Layer.provide(Layer.merge(ledger.layer, RatesHistory.layer))),
+    coinGeckoAlone.pipe(Layer.provide(Layer.merge(ledger.layer, DailyHistory.layer))),
     NewsletterMemory.layer,
     OAuth.layerTest(),
     AccessLog.silent,

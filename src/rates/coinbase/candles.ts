@@ -3,13 +3,12 @@
  * candles read into daily closes.
  *
  * A candle is stamped with the start of its day (00:00 UTC) and closes at the end of it. CoinGecko's
- * daily point stamped 00:00 UTC is the price at that instant (src/rates/dailySeries.ts), that is the
+ * daily point stamped 00:00 UTC is the price at that instant (../dailySeries.ts), that is the
  * close of the day before: `asMidnightPoints` restamps closes that way, so that points of both sources
  * for the same instant can be compared or merged.
  */
-import type { Candle } from "./coinbaseResponses.ts"
-
-export const DAY_MS = 86_400_000
+import { DAY_MS } from "../dailySeries.ts"
+import type { Candle } from "./responses.ts"
 
 /** Candles one call may return (Coinbase rejects a wider range with a 400). */
 export const MAX_CANDLES_PER_CALL = 300
@@ -19,9 +18,6 @@ export const DAILY_GRANULARITY_S = 86_400
 
 /** A daily close: `[epoch ms at 00:00 UTC of the candle's day, close]`. */
 export type DailyClose = readonly [day: number, close: number]
-
-/** 00:00 UTC of the day containing `epochMs`. */
-export const startOfUtcDay = (epochMs: number): number => Math.floor(epochMs / DAY_MS) * DAY_MS
 
 /**
  * `[fromDay, toDay]` (both included, 00:00 UTC) cut into consecutive ranges of at most `perCall` days,

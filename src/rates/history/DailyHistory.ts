@@ -1,26 +1,28 @@
 /**
  * The kept history of daily points (CONTRACT C4 "Over a month"): a closed day's point never changes,
  * so it is fetched once, stored durably and shared by every instance; only days outside what is held
- * are asked of the source again.
+ * are asked of a source again (keptSeries.ts).
  *
  * Per series (coin, currency, source): the days held, and the range of days already asked of the
  * source (`coveredFrom`..`coveredTo`), with or without a point (a coin listed later has none before).
  *
- * Implementations, each in its own file: memoryHistory.ts (tests), fileHistory.ts (under DATA_DIR),
- * postgresHistory.ts (DATABASE_URL); history.ts chooses among them.
+ * One service over three stores (memory, files under DATA_DIR, PostgreSQL with DATABASE_URL), each only
+ * keeping and handing back (seriesStore.ts): what any store hands back is validated here, the same way,
+ * so a day that is not a positive price at 00:00 UTC never reaches an answer, whoever wrote it.
  */
-import { Context, Data, type Effect, type Option } from "effect"
-import { DAY_MS } from "../dailySeries.ts"
+import { Clock, Context, Data, Effect, Layer, Option } from "effect"
+import type { SqlError } from "effect/sql/SqlError"
+import { AppConfig } from "../../config/AppConfig.ts"
+import { Database, reasonOf } from "../../database/Database.ts"
+import type { FileError } from "../../platform/files.ts"
+import type { StartupFailure } from "../../startup.ts"
+import { lastPublishedDay } from "../dailySeries.ts"
+import { makeFileStore } from "./fileStore.ts"
+import { makeMemoryStore } from "./memoryStore.ts"
+import { makePostgresStore } from "./postgresStore.ts"
+import { type HeldSeries, type SeriesId, type SeriesStore, seriesKey, validSeries } from "./seriesStore.ts"
 
-export type HistorySource = "coingecko" | "coinbase"
-
-export interface HeldSeries {
-  /** Epoch ms at 00:00 UTC of the first and the last closed day fetched from this source: every day in between was asked for, with or without a point. */
-  readonly coveredFrom: number
-  readonly coveredTo: number
-  /** One per day, at 00:00 UTC, oldest first. */
-  readonly points: ReadonlyArray<readonly [day: number, price: number]>
-}
+export { type HeldSeries, mergeHeld, type SeriesId } from "./seriesStore.ts"
 
 /** The history could not be read or written (a file, PostgreSQL). Never holds data or the URL. */
 export class HistoryError extends Data.TaggedError("HistoryError")<{
@@ -33,39 +35,69 @@ export class HistoryError extends Data.TaggedError("HistoryError")<{
 }
 
 export interface DailyHistoryShape {
-  readonly read: (coin: string, currency: string, source: HistorySource) => Effect.Effect<Option.Option<HeldSeries>, HistoryError>
-  /** Adds days: coverage becomes the hull of the held and the new (callers write ranges adjacent to or overlapping what is held); a day already held is kept as is (closed days never change: first write wins). */
-  readonly write: (coin: string, currency: string, source: HistorySource, series: HeldSeries) => Effect.Effect<void, HistoryError>
+  readonly read: (id: SeriesId) => Effect.Effect<Option.Option<HeldSeries>, HistoryError>
+  /** Adds days: coverage becomes the hull of the held and the new; a day already held is kept as is (first write wins). */
+  readonly write: (id: SeriesId, series: HeldSeries) => Effect.Effect<void, HistoryError>
 }
 
-export class DailyHistory extends Context.Service<DailyHistory, DailyHistoryShape>()("app/rates/DailyHistory") {}
+/** Series already reported, at most this many (then forgotten at once). */
+const REPORTED_CAPACITY = 1_000
 
-const isDay = (epochMs: number) => Number.isSafeInteger(epochMs) && epochMs % DAY_MS === 0
-
-/** Whether `series` is what this module promises: days at 00:00 UTC, inside the coverage, oldest first, one each. */
-export const isWellFormed = (series: HeldSeries): boolean =>
-  isDay(series.coveredFrom) && isDay(series.coveredTo) && series.coveredFrom <= series.coveredTo &&
-  series.points.every(([day, price], i) =>
-    isDay(day) && Number.isFinite(price) && day >= series.coveredFrom && day <= series.coveredTo &&
-    (i === 0 || day > series.points[i - 1]![0]))
-
-/**
- * The held series after a write of `added` (points off the days or outside its coverage ignored):
- * the hull of both coverages, a day already held kept as is.
- */
-export const mergeHeld = (held: HeldSeries | undefined, added: HeldSeries): HeldSeries => {
-  const byDay = new Map<number, number>(held?.points ?? [])
-  for (const [day, price] of added.points) {
-    if (isDay(day) && Number.isFinite(price) && day >= added.coveredFrom && day <= added.coveredTo && !byDay.has(day)) {
-      byDay.set(day, price)
-    }
-  }
+/** A store behind the one validation, its failures as `HistoryError`. */
+const validated = <E>(store: SeriesStore<E>, reasonOf: (error: E) => string): DailyHistoryShape => {
+  const reported = new Set<string>()
+  const reportOnce = (id: SeriesId, line: string, detail: string) =>
+    Effect.suspend(() => {
+      const key = seriesKey(id)
+      if (reported.has(key)) return Effect.void
+      if (reported.size >= REPORTED_CAPACITY) reported.clear()
+      reported.add(key)
+      return Effect.logWarning(line, detail).pipe(Effect.annotateLogs({ series: key }))
+    })
+  const failed = (operation: string) => (error: E) => new HistoryError({ operation, reason: reasonOf(error) })
   return {
-    coveredFrom: held === undefined ? added.coveredFrom : Math.min(held.coveredFrom, added.coveredFrom),
-    coveredTo: held === undefined ? added.coveredTo : Math.max(held.coveredTo, added.coveredTo),
-    points: [...byDay].sort((a, b) => a[0] - b[0])
+    read: (id) =>
+      Effect.all([store.read(id), Clock.currentTimeMillis]).pipe(
+        Effect.mapError(failed("reading")),
+        Effect.flatMap(([stored, now]) => {
+          if (stored === undefined) return Effect.succeed(Option.none())
+          const valid = validSeries(stored, lastPublishedDay(now))
+          if (valid === undefined) {
+            return Effect.as(reportOnce(id, "rates history: unreadable series, taken as nothing held; the next fetch replaces it", "no coverage"), Option.none())
+          }
+          if (valid.dropped.length === 0) return Effect.succeed(Option.some(valid.series))
+          return Effect.as(
+            reportOnce(id, "rates history: days that are not a positive price at 00:00 UTC up to the last closed day, asked again", valid.dropped.slice(0, 5).join(", ")),
+            Option.some(valid.series)
+          )
+        })
+      ),
+    write: (id, series) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const valid = validSeries(series, lastPublishedDay(now))
+        return valid === undefined ? Effect.void : Effect.mapError(store.write(id, valid.series), failed("writing"))
+      })
   }
 }
 
-/** The key of one series in memory and in logs. */
-export const seriesKey = (coin: string, currency: string, source: HistorySource) => `${source}/${currency}/${coin}`
+export class DailyHistory extends Context.Service<DailyHistory, DailyHistoryShape>()("app/rates/DailyHistory") {
+  /** In memory: one process, gone with it (tests, which may keep this handle to read what was kept). */
+  static readonly makeMemory = (): DailyHistoryShape => validated(makeMemoryStore(), () => "never")
+
+  static readonly layerMemory: Layer.Layer<DailyHistory> = Layer.sync(DailyHistory, DailyHistory.makeMemory)
+
+  /** One file per series under `dataDir` (rates-history/). */
+  static readonly layerFiles = (dataDir: string): Layer.Layer<DailyHistory> =>
+    Layer.sync(DailyHistory, () => validated(makeFileStore(dataDir), (error: FileError) => error.message))
+
+  /** In PostgreSQL, on the process's one pool (`Database.layer`, built once whoever provides it). */
+  static readonly layerPostgres: Layer.Layer<DailyHistory, StartupFailure, AppConfig> = Layer.effect(
+    DailyHistory,
+    Effect.map(Database, (database) => validated(makePostgresStore(database), (error: SqlError) => `PostgreSQL: ${reasonOf(error)}`))
+  ).pipe(Layer.provide(Database.layer))
+
+  /** Where it lives (CONTRACT C2, C4): PostgreSQL with DATABASE_URL (every instance shares it), else files under DATA_DIR. */
+  static readonly layer: Layer.Layer<DailyHistory, StartupFailure, AppConfig> = Layer.unwrap(
+    Effect.map(AppConfig, ({ dataDir, databaseUrl }) => (databaseUrl === undefined ? DailyHistory.layerFiles(dataDir) : DailyHistory.layerPostgres))
+  )
+}

@@ -11,16 +11,14 @@ import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { layerMemory as durableCellMemory } from "../../../src/platform/durableCell/memory.ts"
-import * as CoinGeckoRates from "../../../src/rates/CoinGeckoRates.ts"
-import { SecondSource } from "../../../src/rates/fallback/SecondSource.ts"
-import { layerFiles } from "../../../src/rates/history/fileHistory.ts"
+import { DailyHistory } from "../../../src/rates/history/DailyHistory.ts"
 import { RatesProvider, type RatesQuery } from "../../../src/rates/RatesProvider.ts"
 import { DAY_MS, emulatedPrice, startOfUtcDay } from "../../emulators/coingecko-data.ts"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../../emulators/coingecko.ts"
 import { type MovableClock, movableClock } from "../../support/clock.ts"
 import { configFrom } from "../../support/config.ts"
 import { tempDataDir } from "../../support/spawn.ts"
-import { EMULATOR_NOW, fastEnv, healthyEnv } from "../helpers.ts"
+import { coinGeckoAlone, EMULATOR_NOW, fastEnv, healthyEnv } from "../helpers.ts"
 
 let emulator: CoinGeckoEmulator
 beforeAll(async () => {
@@ -38,10 +36,8 @@ const TODAY = startOfUtcDay(EMULATOR_NOW)
 /** One instance: its own cache, on `clock`, keeping the history under `dataDir`; `logs` collects its warnings. */
 const instance = (dataDir: string, clock: MovableClock, env = healthyEnv(emulator.url), warnings: Array<string> = []) =>
   Layer.mergeAll(
-    CoinGeckoRates.layer.pipe(
-      Layer.provide(SecondSource.layerNone),
-      Layer.provide(configFrom(env)),
-      Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, layerFiles(dataDir), durableCellMemory))
+    coinGeckoAlone.pipe(Layer.provide(configFrom(env)),
+      Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, DailyHistory.layerFiles(dataDir), durableCellMemory))
     ),
     clock.layer,
     Logger.layer([Logger.make(({ logLevel, message }) => {

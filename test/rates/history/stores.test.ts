@@ -10,9 +10,7 @@ import { Effect, Exit, Layer, Logger, Option, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AppConfig } from "../../../src/config/AppConfig.ts"
 import { DailyHistory, type HeldSeries } from "../../../src/rates/history/DailyHistory.ts"
-import { historyFile, layerFiles } from "../../../src/rates/history/fileHistory.ts"
-import { layerMemory } from "../../../src/rates/history/memoryHistory.ts"
-import { layerPostgres } from "../../../src/rates/history/postgresHistory.ts"
+import { historyFile } from "../../../src/rates/history/fileStore.ts"
 import { configFrom } from "../../support/config.ts"
 import { tempDataDir } from "../../support/spawn.ts"
 import { freshDatabase, runSql } from "../../scale/support.ts"
@@ -45,9 +43,10 @@ afterAll(async () => {
   await database?.drop()
 })
 
-const postgres = () => layerPostgres.pipe(Layer.provide(AppConfig.layer), Layer.provide(configFrom({ DATABASE_URL: database.url })))
+const layerFiles = DailyHistory.layerFiles
+const postgres = () => DailyHistory.layerPostgres.pipe(Layer.provide(AppConfig.layer), Layer.provide(configFrom({ DATABASE_URL: database.url })))
 const stores: ReadonlyArray<readonly [string, () => Layer.Layer<DailyHistory, unknown>]> = [
-  ["memory", () => layerMemory],
+  ["memory", () => DailyHistory.layerMemory],
   ["files under DATA_DIR", () => layerFiles(tempDataDir())],
   ["PostgreSQL", postgres]
 ]
@@ -57,20 +56,20 @@ describe.each(stores)("DailyHistory in %s", (name, makeLayer) => {
     const coin = `bitcoin-${name.length}-${Math.random().toString(36).slice(2, 8)}`
     const held = await withStore(makeLayer(), (store) =>
       Effect.gen(function*() {
-        expect(Option.isNone(yield* store.read(coin, "usd", "coingecko"))).toBe(true)
-        yield* store.write(coin, "usd", "coingecko", series(10, 14, [[10, 1], [11, 2], [14, 5]]))
+        expect(Option.isNone(yield* store.read({ coin: coin, currency: "usd", source: "coingecko" }))).toBe(true)
+        yield* store.write({ coin: coin, currency: "usd", source: "coingecko" }, series(10, 14, [[10, 1], [11, 2], [14, 5]]))
         // Adjacent after, overlapping day 14 with another price: day 14 keeps its first price.
-        yield* store.write(coin, "usd", "coingecko", series(14, 16, [[14, 99], [15, 6], [16, 7]]))
+        yield* store.write({ coin: coin, currency: "usd", source: "coingecko" }, series(14, 16, [[14, 99], [15, 6], [16, 7]]))
         // Adjacent before, a day without a point (a coin not yet listed).
-        yield* store.write(coin, "usd", "coingecko", series(7, 9, [[9, 0.5]]))
+        yield* store.write({ coin: coin, currency: "usd", source: "coingecko" }, series(7, 9, [[9, 0.5]]))
         // Other series: another currency, another source.
-        yield* store.write(coin, "eur", "coingecko", series(1, 2, [[1, 42]]))
-        yield* store.write(coin, "usd", "coinbase", series(3, 3, [[3, 43]]))
+        yield* store.write({ coin: coin, currency: "eur", source: "coingecko" }, series(1, 2, [[1, 42]]))
+        yield* store.write({ coin: coin, currency: "usd", source: "coinbase" }, series(3, 3, [[3, 43]]))
         return {
-          usd: yield* store.read(coin, "usd", "coingecko"),
-          eur: yield* store.read(coin, "eur", "coingecko"),
-          coinbase: yield* store.read(coin, "usd", "coinbase"),
-          other: yield* store.read("ethereum", "usd", "coingecko")
+          usd: yield* store.read({ coin: coin, currency: "usd", source: "coingecko" }),
+          eur: yield* store.read({ coin: coin, currency: "eur", source: "coingecko" }),
+          coinbase: yield* store.read({ coin: coin, currency: "usd", source: "coinbase" }),
+          other: yield* store.read({ coin: "ethereum", currency: "usd", source: "coingecko" })
         }
       }))
     expect(held.usd).toEqual(Option.some(series(7, 16, [[9, 0.5], [10, 1], [11, 2], [14, 5], [15, 6], [16, 7]])))
@@ -83,8 +82,8 @@ describe.each(stores)("DailyHistory in %s", (name, makeLayer) => {
 describe("DailyHistory durability", () => {
   it("files: a new store on the same DATA_DIR reads what the last one wrote", async () => {
     const dir = tempDataDir()
-    await withStore(layerFiles(dir), (store) => store.write("ethereum", "eur", "coingecko", series(0, 2, [[0, 1], [1, 2], [2, 3]])))
-    const again = await withStore(layerFiles(dir), (store) => store.read("ethereum", "eur", "coingecko"))
+    await withStore(layerFiles(dir), (store) => store.write({ coin: "ethereum", currency: "eur", source: "coingecko" }, series(0, 2, [[0, 1], [1, 2], [2, 3]])))
+    const again = await withStore(layerFiles(dir), (store) => store.read({ coin: "ethereum", currency: "eur", source: "coingecko" }))
     expect(again).toEqual(Option.some(series(0, 2, [[0, 1], [1, 2], [2, 3]])))
     expect(JSON.parse(readFileSync(join(dir, "rates-history", "coingecko", "eur", "ethereum.json"), "utf8"))).toMatchObject({ version: 1 })
   })
@@ -92,7 +91,7 @@ describe("DailyHistory durability", () => {
   it("files: ids that are not plain names never leave the history folder", () => {
     const dir = tempDataDir()
     for (const id of ["../../etc/passwd", "..", "a/b", "Ünïcode", "x".repeat(300)]) {
-      const file = historyFile(dir, id, "usd", "coingecko")
+      const file = historyFile(dir, { coin: id, currency: "usd", source: "coingecko" })
       expect(file.startsWith(join(dir, "rates-history", "coingecko", "usd") + "/")).toBe(true)
       expect(file.slice(join(dir, "rates-history", "coingecko", "usd").length + 1)).toMatch(/^_[0-9a-f]{32}\.json$/)
     }
@@ -100,7 +99,7 @@ describe("DailyHistory durability", () => {
 
   it("files: a broken file is nothing held, with one warning, and the next write replaces it", async () => {
     const dir = tempDataDir()
-    const file = historyFile(dir, "solana", "usd", "coingecko")
+    const file = historyFile(dir, { coin: "solana", currency: "usd", source: "coingecko" })
     mkdirSync(join(dir, "rates-history", "coingecko", "usd"), { recursive: true })
     writeFileSync(file, `{"version":1,"coveredFrom":`)
     const warnings: Array<string> = []
@@ -109,26 +108,26 @@ describe("DailyHistory durability", () => {
     })])
     const held = await withStore(Layer.merge(layerFiles(dir), logger), (store) =>
       Effect.gen(function*() {
-        const first = yield* store.read("solana", "usd", "coingecko")
-        const second = yield* store.read("solana", "usd", "coingecko")
-        yield* store.write("solana", "usd", "coingecko", series(5, 6, [[5, 150]]))
-        return { first, second, after: yield* store.read("solana", "usd", "coingecko") }
+        const first = yield* store.read({ coin: "solana", currency: "usd", source: "coingecko" })
+        const second = yield* store.read({ coin: "solana", currency: "usd", source: "coingecko" })
+        yield* store.write({ coin: "solana", currency: "usd", source: "coingecko" }, series(5, 6, [[5, 150]]))
+        return { first, second, after: yield* store.read({ coin: "solana", currency: "usd", source: "coingecko" }) }
       }))
     expect(Option.isNone(held.first)).toBe(true)
     expect(Option.isNone(held.second)).toBe(true)
     expect(warnings.filter((w) => /unreadable/.test(w))).toHaveLength(1)
     expect(held.after).toEqual(Option.some(series(5, 6, [[5, 150]])))
-    // Well-formed JSON that breaks the promises (a point outside the coverage) is broken too.
-    writeFileSync(file, JSON.stringify({ version: 1, coveredFrom: day(5), coveredTo: day(6), points: [[day(9), 1]] }))
-    expect(Option.isNone(await withStore(layerFiles(dir), (store) => store.read("solana", "usd", "coingecko")))).toBe(true)
+    // Well-formed JSON whose coverage is not two days in order is broken too.
+    writeFileSync(file, JSON.stringify({ version: 1, coveredFrom: day(6), coveredTo: day(5), points: [] }))
+    expect(Option.isNone(await withStore(layerFiles(dir), (store) => store.read({ coin: "solana", currency: "usd", source: "coingecko" })))).toBe(true)
   })
 
   it("PostgreSQL: a second pool reads what the first wrote; the tables hold one row per day", async () => {
-    await withStore(postgres(), (store) => store.write("cardano", "usd", "coingecko", series(0, 3, [[0, 0.4], [1, 0.41], [3, 0.43]])))
+    await withStore(postgres(), (store) => store.write({ coin: "cardano", currency: "usd", source: "coingecko" }, series(0, 3, [[0, 0.4], [1, 0.41], [3, 0.43]])))
     const again = await withStore(postgres(), (store) =>
       Effect.gen(function*() {
-        yield* store.write("cardano", "usd", "coingecko", series(3, 4, [[3, 9], [4, 0.44]]))
-        return yield* store.read("cardano", "usd", "coingecko")
+        yield* store.write({ coin: "cardano", currency: "usd", source: "coingecko" }, series(3, 4, [[3, 9], [4, 0.44]]))
+        return yield* store.read({ coin: "cardano", currency: "usd", source: "coingecko" })
       }))
     expect(again).toEqual(Option.some(series(0, 4, [[0, 0.4], [1, 0.41], [3, 0.43], [4, 0.44]])))
     const [rows] = await runSql(database.url, [

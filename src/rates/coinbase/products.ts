@@ -1,0 +1,53 @@
+/**
+ * Coinbase's product list, held as a pinned copy (copies/): loaded in the background at start, reloaded
+ * once `productsRefreshMs` has passed (served meanwhile), never fetched on a request's behalf; a failed
+ * reload keeps the copy held, and the next attempt backs off (`productsRetryMs`, doubling up to an hour).
+ * A read finding nothing held waits (until its deadline) only for a load running or due, else fails
+ * `unavailable` with the time until the next attempt.
+ */
+import { Duration, Effect, Schema } from "effect"
+import { makeCopies } from "../copies/Copies.ts"
+import { entryOf } from "../copies/entry.ts"
+import { Charge, SourceError } from "../upstream.ts"
+import type { CoinbaseClientShape, CoinbaseProduct } from "./CoinbaseClient.ts"
+import type { CoinbaseConfigShape } from "./CoinbaseConfig.ts"
+
+const PRODUCTS = "rates:v2:coinbase-products"
+const Products = Schema.Array(Schema.Struct({ id: Schema.String, base: Schema.String, quote: Schema.String }))
+
+export const makeProducts = (client: CoinbaseClientShape, config: CoinbaseConfigShape) =>
+  Effect.gen(function*() {
+    const copies = yield* makeCopies<string, ReadonlyArray<CoinbaseProduct>>({
+      name: "Coinbase product list",
+      source: "coinbase",
+      keyOf: () => PRODUCTS,
+      entry: entryOf(Products),
+      // Coinbase lists and delists pairs rarely: a list held serves, whatever its age, while it is reloaded.
+      timing: () => ({ ttl: Duration.millis(config.productsRefreshMs), refreshAhead: Duration.zero, grace: Duration.days(7) }),
+      fetch: () => Effect.map(client.products, (products) => [[PRODUCTS, products] as const]),
+      lastGoodMs: Duration.toMillis(Duration.days(7)),
+      retryMs: config.productsRetryMs,
+      pinned: true,
+      warnOnFailure: true
+    })
+    yield* copies.warm(PRODUCTS)
+
+    const lookups = new WeakMap<ReadonlyArray<CoinbaseProduct>, ReadonlyMap<string, CoinbaseProduct>>()
+    const lookupOf = (list: ReadonlyArray<CoinbaseProduct>) => {
+      let lookup = lookups.get(list)
+      if (lookup === undefined) lookups.set(list, lookup = new Map(list.map((p) => [`${p.base}-${p.quote}`, p])))
+      return lookup
+    }
+
+    /** The product quoting `base` in `quote` (any case), or undefined when Coinbase does not list it. */
+    const productFor = (base: string, quote: string, deadline: number): Effect.Effect<CoinbaseProduct | undefined, SourceError> =>
+      copies.get(PRODUCTS, Charge.background, deadline).pipe(
+        Effect.map((held) => lookupOf(held.value).get(`${base.toUpperCase()}-${quote.toUpperCase()}`)),
+        Effect.catch(() =>
+          Effect.flatMap(copies.retryAfterSeconds(PRODUCTS), (retryAfterSeconds) =>
+            Effect.fail(new SourceError({ source: "coinbase", kind: "unavailable", detail: "the Coinbase product list is not loaded yet", retryAfterSeconds })))
+        )
+      )
+
+    return { productFor }
+  })

@@ -1,0 +1,130 @@
+/**
+ * The second source served by Coinbase Exchange (CONTRACT C4, "Second source"), for coins of the
+ * curated map (symbols.ts) that Coinbase trades in the currency asked: a ticker outside the map could
+ * name another asset on Coinbase than the coin the first source resolved.
+ *
+ * Per coin, a whole rate: the price and 24 h change from `stats` (last, open), held a minute; the series
+ * from the kept history (history/, source `coinbase`), only the days it lacks asked of Coinbase as daily
+ * candles, restamped as the price at the next 00:00 UTC (candles.ts `asMidnightPoints`) like CoinGecko's
+ * points, held until the next daily point; 7 d and 30 d changes measured on that series. Both held as
+ * copies (copies/) with no stale use: an answer made of Coinbase is at most a minute old, so that the
+ * first source serves again as soon as it can. Coinbase's faults are its own (its client has its breaker
+ * and backoff) and reach no answer the first source gives.
+ */
+import { Clock, Duration, Effect, Layer, Schema } from "effect"
+import { makeCopies } from "../copies/Copies.ts"
+import { CopyStore } from "../copies/CopyStore.ts"
+import { entryOf, freshFor, type Timing } from "../copies/entry.ts"
+import { changesFromSeries, DAY_MS, type DailyPoint, millisUntilNextDailyPoint } from "../dailySeries.ts"
+import { DailyHistory } from "../history/DailyHistory.ts"
+import { makeKeptSeries } from "../history/keptSeries.ts"
+import { type SecondOutcome, type SecondRate, SecondSource, type WantedCoin } from "../ports.ts"
+import { curatedCoinFor } from "../symbols.ts"
+import { Charge, SourceError } from "../upstream.ts"
+import { asMidnightPoints, change24h } from "./candles.ts"
+import { CoinbaseClient, type Stats } from "./CoinbaseClient.ts"
+import { CoinbaseConfig } from "./CoinbaseConfig.ts"
+import { makeProducts } from "./products.ts"
+
+export const COINBASE_ATTRIBUTION = "Data provided by Coinbase Exchange"
+
+/** How long a Coinbase price, and an answer made of it, is reused: a minute. */
+export const STATS_REUSE_MS = 60_000
+
+/** Every series is kept for a year, as the first source's (C4 `days` up to 365). */
+const SERIES_DAYS = 365
+
+const StatsSchema = Schema.Struct({ open: Schema.Finite, last: Schema.Finite })
+const SeriesSchema = Schema.Array(Schema.Tuple([Schema.Finite, Schema.Finite]))
+
+interface SeriesOf {
+  readonly coin: string
+  readonly currency: string
+  readonly productId: string
+}
+
+const notServed = (detail: string) => new SourceError({ source: "coinbase", kind: "not-found", detail, retryAfterSeconds: 0 })
+
+/** Past points never change: a series holds until the next daily point. */
+const seriesTiming = (_: ReadonlyArray<DailyPoint>, storedAt: number): Timing => freshFor(Duration.millis(millisUntilNextDailyPoint(storedAt)))
+
+const makeCoinbaseSource = Effect.gen(function*() {
+  const config = yield* CoinbaseConfig
+  const client = yield* CoinbaseClient
+  const products = yield* makeProducts(client, config)
+  const kept = makeKeptSeries(yield* DailyHistory, "coinbase", {
+    seriesDays: SERIES_DAYS,
+    // The point at 00:00 UTC of day D is the close of the candle of day D-1.
+    closes: ({ productId }: SeriesOf, range, now) =>
+      Effect.map(
+        client.dailyCandles(productId, range.from - DAY_MS, range.to - DAY_MS),
+        (closes) => asMidnightPoints(closes, now).filter(([day]) => day >= range.from && day <= range.to)
+      )
+  })
+  // Coinbase is keyless and costs no credit: its calls are charged to no one's budget.
+  const nobody = () => Charge.request(undefined)
+  const stats = yield* makeCopies<string, Stats>({
+    name: "Coinbase prices",
+    source: "coinbase",
+    keyOf: (productId) => `rates:v2:coinbase-stats:${productId}`,
+    entry: entryOf(StatsSchema),
+    timing: () => freshFor(Duration.millis(STATS_REUSE_MS)),
+    fetch: (ids) => Effect.forEach(ids, (productId) => Effect.map(client.stats(productId), (found) => [productId, found] as const)),
+    lastGoodMs: 0,
+    retryMs: config.productsRetryMs
+  })
+  const series = yield* makeCopies<SeriesOf, ReadonlyArray<DailyPoint>>({
+    name: "Coinbase daily points",
+    source: "coinbase",
+    keyOf: ({ coin, currency }) => `rates:v2:coinbase-chart:${coin}:${currency}`,
+    entry: entryOf(SeriesSchema),
+    timing: seriesTiming,
+    fetch: (keys, charge) => Effect.forEach(keys, (key) => Effect.map(kept.fetch(key, charge), (points) => [key, points] as const)),
+    lastGoodMs: 0,
+    retryMs: config.productsRetryMs
+  })
+
+  const rateOf = (wanted: WantedCoin, currency: string, deadline: number): Effect.Effect<SecondRate, SourceError> =>
+    Effect.gen(function*() {
+      const curated = curatedCoinFor(wanted.symbol)
+      if (curated === undefined || curated.id !== wanted.id) return yield* Effect.fail(notServed(`${wanted.symbol} is not a curated coin`))
+      const product = yield* products.productFor(wanted.symbol, currency, deadline)
+      if (product === undefined) return yield* Effect.fail(notServed(`Coinbase lists no ${wanted.symbol}-${currency.toUpperCase()}`))
+      const [points, price] = yield* Effect.all([
+        series.get({ coin: wanted.id, currency, productId: product.id }, nobody(), deadline),
+        stats.get(product.id, nobody(), deadline)
+      ], { concurrency: 2 })
+      const changes = changesFromSeries(points.value)
+      return {
+        name: curated.name,
+        price: price.value.last,
+        change: { "24h": change24h(price.value), "7d": changes["7d"], "30d": changes["30d"] },
+        series: points.value,
+        asOf: price.storedAt,
+        holdsUntil: price.storedAt + STATS_REUSE_MS
+      }
+    })
+
+  return SecondSource.of({
+    sourcing: { source: "coinbase", attribution: COINBASE_ATTRIBUTION },
+    ratesFor: (coins, currency, deadline) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const outcomes = yield* Effect.forEach(coins, (wanted) =>
+          rateOf(wanted, currency, deadline).pipe(
+            Effect.timeoutOrElse({
+              duration: Duration.millis(Math.max(0, deadline - now)),
+              orElse: () => Effect.fail(new SourceError({ source: "coinbase", kind: "transient", detail: "no answer within the request's budget", retryAfterSeconds: 0 }))
+            }),
+            Effect.match({
+              onFailure: (error): SecondOutcome => ({ _tag: "Failed", error }),
+              onSuccess: (rate): SecondOutcome => ({ _tag: "Served", rate })
+            })
+          ), { concurrency: "unbounded" })
+        return new Map(coins.map((wanted, i) => [wanted.id, outcomes[i]!] as const))
+      }).pipe(Effect.withSpan("rates.coinbase", { attributes: { coins: coins.length } }, { captureStackTrace: false }))
+  })
+})
+
+/** Needs the Coinbase client and config, the kept history and the copies' store. */
+export const layer: Layer.Layer<SecondSource, never, CoinbaseClient | CoinbaseConfig | DailyHistory | CopyStore> = Layer.effect(SecondSource, makeCoinbaseSource)

@@ -1,0 +1,167 @@
+/**
+ * The CoinGecko HTTP API as we use it: five GET endpoints, each body validated (responses.ts), every
+ * misbehaviour a typed `SourceError` (never a defect).
+ *
+ * Data calls (latest prices, daily points) are paid by the `Charge` their caller passes, and guarded,
+ * outermost first: circuit breaker → overall time budget → retries (transient only) → per attempt:
+ * 429 cool-down → budget (budget.ts: the caller's share, the cold pool, the minute, the month) →
+ * concurrency permit → HTTP with a timeout. Budget and permit are taken per attempt because each attempt
+ * is one call billed; the breaker sees one outcome per logical call, and at most one failure per request.
+ *
+ * The lists (the currency list, the coin list and ranks) are always paid in the background: one attempt
+ * each, the minute's whole budget and a refresh credit only, outside the breaker, so that their outage
+ * never refuses data calls (directory.ts holds them and backs off).
+ */
+import { Context, Duration, Effect, Layer, Redacted, Result, Semaphore } from "effect"
+import { Headers, HttpClient, HttpClientRequest } from "effect/http"
+import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
+import { Charge, countOncePerRequest, type SourceError } from "../upstream.ts"
+import { type Decoder, guardedCall, interpretResponse, layerGuardStoresMemory, layerGuardStoresRedis, makeCoolDown, type RawResponse, sendOnce } from "../upstreamCall.ts"
+import { makeBudget } from "./budget.ts"
+import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
+import { MonthlyBudget } from "./credits/MonthlyBudget.ts"
+import {
+  type ChartPoint,
+  decodeCoinList,
+  decodeMarketChart,
+  decodeMarkets,
+  decodeSupportedCurrencies,
+  errorMessage,
+  type ListedCoin,
+  type MarketRow
+} from "./responses.ts"
+
+export type { ChartPoint, ListedCoin, MarketRow } from "./responses.ts"
+
+export interface CoinGeckoClientShape {
+  /** A list. `/simple/supported_vs_currencies`: lower-case codes. */
+  readonly supportedCurrencies: Effect.Effect<ReadonlyArray<string>, SourceError>
+  /** A list. `/coins/list`: every coin's id, ticker and name. */
+  readonly coinList: Effect.Effect<ReadonlyArray<ListedCoin>, SourceError>
+  /** A list. `/coins/markets` in usd by market cap, one page (from 1): the ranks. */
+  readonly coinsByRank: (page: number, perPage: number) => Effect.Effect<ReadonlyArray<MarketRow>, SourceError>
+  /** `/coins/markets` for coin ids, with 24h/7d/30d changes, paid by `charge`. */
+  readonly marketsByIds: (vsCurrency: string, ids: ReadonlyArray<string>, charge: Charge) => Effect.Effect<ReadonlyArray<MarketRow>, SourceError>
+  /**
+   * `/coins/{id}/market_chart/range` with daily points from `fromSeconds` to `toSeconds` (UNIX seconds,
+   * both included), paid by `charge`: the days a held history lacks. Fails with kind not-found for an unknown id.
+   */
+  readonly marketChartRange: (
+    id: string,
+    vsCurrency: string,
+    fromSeconds: number,
+    toSeconds: number,
+    charge: Charge
+  ) => Effect.Effect<ReadonlyArray<ChartPoint>, SourceError>
+}
+
+export class CoinGeckoClient extends Context.Service<CoinGeckoClient, CoinGeckoClientShape>()("app/CoinGeckoClient") {
+  /**
+   * Requires the HTTP client, the config, the month's budget, a `RateLimiter` and a circuit-breaker
+   * store, so several instances can share budget and breaker state when those are backed by Redis.
+   */
+  static readonly layerNoDeps: Layer.Layer<
+    CoinGeckoClient,
+    never,
+    HttpClient.HttpClient | CoinGeckoConfig | MonthlyBudget | RateLimiter.RateLimiter | CircuitBreaker.CircuitBreakerStore
+  > = Layer.effect(CoinGeckoClient, Effect.suspend(() => makeCoinGeckoClient))
+
+  /** One instance: budget and breaker in memory. */
+  static readonly layer: Layer.Layer<CoinGeckoClient, never, HttpClient.HttpClient | CoinGeckoConfig | MonthlyBudget> = CoinGeckoClient.layerNoDeps
+    .pipe(Layer.provide(layerGuardStoresMemory))
+
+  /** Several instances: budget and breaker shared through Redis, under `keyPrefix`. */
+  static readonly layerRedis = (keyPrefix: string): Layer.Layer<CoinGeckoClient, never, HttpClient.HttpClient | CoinGeckoConfig | MonthlyBudget | Redis.Redis> =>
+    CoinGeckoClient.layerNoDeps.pipe(Layer.provide(layerGuardStoresRedis(keyPrefix)))
+}
+
+const CHANGE_WINDOWS = "24h,7d,30d"
+
+const makeCoinGeckoClient = Effect.gen(function*() {
+  const config = yield* CoinGeckoConfig
+  const http = yield* HttpClient.HttpClient
+  const budget = makeBudget(config, yield* RateLimiter.RateLimiter, yield* MonthlyBudget)
+  const breaker = yield* CircuitBreaker.make({
+    tripPolicy: CircuitBreaker.consecutive(config.breakerFailures),
+    openDuration: Duration.millis(config.breakerOpenMs)
+  })
+  const permits = yield* Semaphore.make(config.maxConcurrency)
+  const coolDown = makeCoolDown("coingecko", "upstream asked us to slow down (cooling down after 429)")
+
+  const reading = {
+    source: "coingecko" as const,
+    errorMessage,
+    keyed: true,
+    rateLimitedSeconds: (raw: RawResponse) => {
+      const header = raw.headers["retry-after"]
+      if (header === undefined) return config.defaultRetryAfterSeconds
+      const parsed = Headers.parseRetryAfter(header)
+      if (Result.isFailure(parsed)) return config.defaultRetryAfterSeconds
+      const seconds = Math.ceil(Duration.toSeconds(Headers.retryAfterDelay(parsed.success, raw.receivedAt)))
+      return Math.min(Math.max(seconds, 1), 3_600)
+    }
+  }
+
+  const keyHeader = config.apiPlan === "pro" ? "x-cg-pro-api-key" : "x-cg-demo-api-key"
+  const requestFor = (path: string, params: Record<string, string>) => {
+    const request = HttpClientRequest.get(`${config.baseUrl}${path}`).pipe(HttpClientRequest.setUrlParams(params), HttpClientRequest.acceptJson)
+    return config.apiKey === undefined ? request : HttpClientRequest.setHeader(request, keyHeader, Redacted.value(config.apiKey))
+  }
+
+  /** One HTTP exchange, read; a 429 starts the cool-down. */
+  const send = <A>(what: string, request: HttpClientRequest.HttpClientRequest, decode: Decoder<A>, timeoutMs: number) =>
+    sendOnce(http, "coingecko", what, request, timeoutMs).pipe(
+      Effect.flatMap((raw) => interpretResponse(reading, what, raw, decode)),
+      Effect.tapError(coolDown.note)
+    )
+
+  /** Bodies of the lists are large (the coin list is over a MB): more time for their one attempt. */
+  const listCall = <A>(what: string, path: string, params: Record<string, string>, decode: Decoder<A>): Effect.Effect<A, SourceError> =>
+    Effect.suspend(() =>
+      coolDown.check.pipe(
+        Effect.andThen(budget.spend(Charge.background, true)),
+        Effect.andThen(permits.withPermit(send(what, requestFor(path, params), decode, config.attemptTimeoutMs * 3)))
+      )
+    ).pipe(Effect.withSpan("coingecko.call", { attributes: { what } }))
+
+  /**
+   * One logical data call, paid by `charge`. Lazy: the request and its guards are built when it runs,
+   * so a holder that usually does not need it pays nothing for it.
+   */
+  const dataCall = <A>(what: string, path: string, params: Record<string, string>, decode: Decoder<A>, charge: Charge): Effect.Effect<A, SourceError> =>
+    Effect.suspend(() => {
+      const request = requestFor(path, params)
+      let attempts = 0
+      const attempt = coolDown.check.pipe(
+        Effect.andThen(Effect.suspend(() => budget.spend(charge, attempts++ === 0))),
+        Effect.andThen(permits.withPermit(send(what, request, decode, config.attemptTimeoutMs)))
+      )
+      return guardedCall("coingecko", breaker, config, what, attempt, (outcome) => countOncePerRequest(outcome, charge))
+    }).pipe(Effect.withSpan("coingecko.call", { attributes: { what } }))
+
+  return CoinGeckoClient.of({
+    supportedCurrencies: listCall("supported currencies", "/simple/supported_vs_currencies", {}, decodeSupportedCurrencies),
+    coinList: listCall("coin list", "/coins/list", {}, decodeCoinList),
+    coinsByRank: (page, perPage) =>
+      listCall(`coin ranks page ${page}`, "/coins/markets", {
+        vs_currency: "usd",
+        order: "market_cap_desc",
+        per_page: String(perPage),
+        page: String(page)
+      }, decodeMarkets),
+    marketsByIds: (vsCurrency, ids, charge) =>
+      dataCall("markets", "/coins/markets", {
+        vs_currency: vsCurrency,
+        ids: ids.join(","),
+        per_page: String(Math.min(250, Math.max(1, ids.length))),
+        price_change_percentage: CHANGE_WINDOWS
+      }, decodeMarkets, charge),
+    marketChartRange: (id, vsCurrency, fromSeconds, toSeconds, charge) =>
+      dataCall(`market chart range of ${id}`, `/coins/${encodeURIComponent(id)}/market_chart/range`, {
+        vs_currency: vsCurrency,
+        from: String(fromSeconds),
+        to: String(toSeconds),
+        interval: "daily"
+      }, decodeMarketChart, charge)
+  })
+})

@@ -1,0 +1,109 @@
+/**
+ * Settings of the CoinGecko adapter (CONTRACT C2: the COINGECKO_* variables) and the knobs of our
+ * upstream economy, read from the current `ConfigProvider`; every bad variable is reported by name at
+ * start-up. Some of them bound the whole rates capability (the request budget, how long a last good copy
+ * is kept, the memory cache): layer.ts hands those to the use case and the copies.
+ */
+import { Config, Context, Effect, Layer, Option, type Redacted } from "effect"
+import type { ConfigInvalid } from "../../config/ConfigInvalid.ts"
+import { httpUrl, int, oneOf, optional, readAll, required, secret } from "../../config/read.ts"
+
+export const COINGECKO_DEMO_BASE_URL = "https://api.coingecko.com/api/v3"
+export const COINGECKO_PRO_BASE_URL = "https://pro-api.coingecko.com/api/v3"
+
+export interface CoinGeckoConfigShape {
+  /** CoinGecko-compatible API root, no trailing slash. */
+  readonly baseUrl: string
+  readonly apiKey: Redacted.Redacted<string> | undefined
+  /** Decides the key header: `x-cg-demo-api-key` or `x-cg-pro-api-key`. */
+  readonly apiPlan: "demo" | "pro"
+  /** Time allowed for one upstream HTTP attempt (headers and body). */
+  readonly attemptTimeoutMs: number
+  /** Wall-clock budget for one `historical` call, retries included; past it we answer from cache or fail. */
+  readonly requestBudgetMs: number
+  /** Extra attempts after a transient failure (5xx, timeout, connection reset). */
+  readonly retries: number
+  /** First backoff delay; doubles per retry. */
+  readonly retryBaseDelayMs: number
+  /** Upstream calls in flight at once. */
+  readonly maxConcurrency: number
+  /**
+   * The plan's credits a month (one a call): Demo 10,000, Basic 100,000. Spent at the month's even pace
+   * with a reserve of 2 % for bursts (credits/monthlyCredits.ts).
+   */
+  readonly callsPerMonth: number
+  /** Upstream calls per minute (token bucket); the demo plan allows about 30. */
+  readonly callsPerMinute: number
+  /**
+   * Of those, what one caller's cold fetches may spend per minute (its excess is its own 503):
+   * COINGECKO_CALLER_SHARE_PCT of the budget, 33 % (10 calls of 30) by default.
+   */
+  readonly callerCallsPerMinute: number
+  /**
+   * Of those, what cold fetches may never take, kept for refreshes and the auxiliary lists:
+   * COINGECKO_REFRESH_RESERVE_PCT of the budget, 20 % (6 calls of 30) by default.
+   */
+  readonly refreshReservePerMinute: number
+  /** Consecutive upstream failures that open the circuit. */
+  readonly breakerFailures: number
+  /** How long an open circuit refuses calls before letting one probe through. */
+  readonly breakerOpenMs: number
+  /** Retry-After to report when the upstream rate-limits us without saying for how long. */
+  readonly defaultRetryAfterSeconds: number
+  /** Freshness of latest prices and % changes. */
+  readonly latestTtlSeconds: number
+  /** How long a last good copy is kept for stale-if-error answers. */
+  readonly staleTtlHours: number
+  /** Bound of the in-memory cache of coins' data, in MiB of JSON (least recently used out first). */
+  readonly cacheMaxMegabytes: number
+  /** First wait after an auxiliary list (currencies, coin index) failed to load; doubles up to an hour. */
+  readonly auxiliaryRetryMs: number
+  /** Pages of 250 coins by market cap read for the coin index's ranks (the top 1,000 by default). */
+  readonly indexRankPages: number
+}
+
+const apiPlan = oneOf("COINGECKO_API_PLAN", ["demo", "pro"] as const, "demo")
+
+export const readCoinGeckoConfig: Effect.Effect<CoinGeckoConfigShape, ConfigInvalid> = Effect.gen(function*() {
+  // The plan decides the default host and whether a key is required: read it first, on its own.
+  const plan = yield* Effect.option(apiPlan)
+  const pro = Option.getOrUndefined(plan) === "pro"
+  const { callerSharePercent, refreshReservePercent, ...read } = yield* readAll({
+    apiPlan,
+    // A pro key is refused on the demo host (CoinGecko error 10010), so the default host follows the plan.
+    baseUrl: httpUrl("COINGECKO_BASE_URL").pipe(
+      Config.withDefault(pro ? COINGECKO_PRO_BASE_URL : COINGECKO_DEMO_BASE_URL)
+    ),
+    apiKey: pro
+      ? secret("COINGECKO_API_KEY").pipe(required("COINGECKO_API_KEY", "when COINGECKO_API_PLAN is pro"))
+      : optional(secret("COINGECKO_API_KEY")),
+    attemptTimeoutMs: int("COINGECKO_TIMEOUT_MS", 3_000, 50, 60_000),
+    requestBudgetMs: int("COINGECKO_REQUEST_BUDGET_MS", 9_000, 100, 60_000),
+    retries: int("COINGECKO_RETRIES", 2, 0, 5),
+    retryBaseDelayMs: int("COINGECKO_RETRY_BASE_MS", 200, 0, 10_000),
+    maxConcurrency: int("COINGECKO_MAX_CONCURRENCY", 4, 1, 64),
+    callsPerMinute: int("COINGECKO_CALLS_PER_MIN", 30, 1, 10_000),
+    // Demo's 10,000; a paid key's smallest plan (Basic) has 100,000.
+    callsPerMonth: int("COINGECKO_CALLS_PER_MONTH", pro ? 100_000 : 10_000, 1_000, 1_000_000_000),
+    callerSharePercent: int("COINGECKO_CALLER_SHARE_PCT", 33, 1, 100),
+    refreshReservePercent: int("COINGECKO_REFRESH_RESERVE_PCT", 20, 0, 90),
+    breakerFailures: int("COINGECKO_BREAKER_FAILURES", 5, 1, 1_000),
+    breakerOpenMs: int("COINGECKO_BREAKER_OPEN_MS", 30_000, 100, 3_600_000),
+    defaultRetryAfterSeconds: int("COINGECKO_DEFAULT_RETRY_AFTER_S", 60, 1, 3_600),
+    latestTtlSeconds: int("COINGECKO_LATEST_TTL_S", 60, 1, 3_600),
+    staleTtlHours: int("COINGECKO_STALE_TTL_H", 168, 1, 24 * 90),
+    cacheMaxMegabytes: int("COINGECKO_CACHE_MAX_MB", 16, 1, 4_096),
+    auxiliaryRetryMs: int("COINGECKO_AUX_RETRY_MS", 10_000, 100, 3_600_000),
+    indexRankPages: int("COINGECKO_INDEX_RANK_PAGES", 4, 0, 40)
+  })
+  return {
+    ...read,
+    callerCallsPerMinute: Math.max(1, Math.round((read.callsPerMinute * callerSharePercent) / 100)),
+    refreshReservePerMinute: Math.round((read.callsPerMinute * refreshReservePercent) / 100)
+  }
+})
+
+export class CoinGeckoConfig extends Context.Service<CoinGeckoConfig, CoinGeckoConfigShape>()("app/rates/CoinGeckoConfig") {
+  /** From the current `ConfigProvider`: the process environment, or a test's (test/support/config.ts). */
+  static readonly layer = Layer.effect(CoinGeckoConfig, readCoinGeckoConfig)
+}

@@ -1,0 +1,140 @@
+/**
+ * `DailyPoints` served by CoinGecko: a coin's year of daily points (always the whole year, so that any
+ * `days` is served from one copy: the shape of a request never multiplies calls). Held as a copy
+ * (copies/) until the next daily point is published; behind it the kept history (history/), which asks
+ * CoinGecko only for the days it lacks (`/coins/{id}/market_chart/range`). When CoinGecko cannot serve
+ * and no copy is held, the days the history holds serve, marked stale.
+ */
+import { Clock, Duration, Effect, Layer, Option, Result, Schema } from "effect"
+import { makeCopies } from "../copies/Copies.ts"
+import type { CopyStore } from "../copies/CopyStore.ts"
+import { deepFreeze } from "../../platform/deepFreeze.ts"
+import { entryOf, freshFor, type Timing } from "../copies/entry.ts"
+import { DAY_MS, type DailyPoint, lastPublishedDay, millisUntilNextDailyPoint, publishedAt } from "../dailySeries.ts"
+import { DailyHistory } from "../history/DailyHistory.ts"
+import { type DayRange, makeKeptSeries } from "../history/keptSeries.ts"
+import { type Chart, DailyPoints, type Served } from "../ports.ts"
+import type { Charge, SourceError } from "../upstream.ts"
+import { type ChartPoint, CoinGeckoClient } from "./CoinGeckoClient.ts"
+import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
+import { ATTRIBUTION } from "./latestPrices.ts"
+
+/** Every series is fetched for the longest `days` allowed (C4) and sliced. */
+export const SERIES_DAYS = 365
+
+const ChartSchema = Schema.NullOr(Schema.Array(Schema.Tuple([Schema.Finite, Schema.Finite])))
+
+export const chartKey = (id: string, currency: string) => `rates:v2:chart:${id}:${currency}`
+
+interface SeriesOf {
+  readonly coin: string
+  readonly currency: string
+}
+
+/** Closes can be a few seconds off midnight; a point further off (the trailing "now") is no close. */
+const CLOSE_TOLERANCE_MS = 10 * 60_000
+/** The range asked is widened by this on both sides, so closes a little off midnight are not cut off. */
+const RANGE_MARGIN_S = 3_600
+/** The Demo plan refuses a `from` older than 365 days (error 10012): never ask closer than this to it. */
+const OLDEST_FROM_MS = 365 * DAY_MS - 10 * 60_000
+
+/** The UNIX seconds asked for `range` at `now`: widened by the margin, but never older than the plan allows. */
+export const askedSeconds = (range: DayRange, now: number) => ({
+  from: Math.max(range.from / 1000 - RANGE_MARGIN_S, Math.ceil((now - OLDEST_FROM_MS) / 1000)),
+  to: range.to / 1000 + RANGE_MARGIN_S
+})
+
+/** CoinGecko's points → one per day of `range`, at 00:00 UTC (the later one wins), oldest first. */
+export const closesIn = (points: ReadonlyArray<ChartPoint>, range: DayRange): Array<DailyPoint> => {
+  const byDay = new Map<number, number>()
+  for (const [time, price] of [...points].sort((a, b) => a[0] - b[0])) {
+    if (price === null || !Number.isFinite(time)) continue
+    const day = Math.round(time / DAY_MS) * DAY_MS
+    if (Math.abs(time - day) <= CLOSE_TOLERANCE_MS && day >= range.from && day <= range.to) byDay.set(day, price)
+  }
+  return [...byDay].sort((a, b) => a[0] - b[0]).map(([day, price]) => [day, price] as const)
+}
+
+/** A coin missing upstream may be listed later; ask again after an hour rather than on every request. */
+const MISSING_COIN_TTL = Duration.hours(1)
+const MAX_SERIES_GRACE_MS = 3_600_000
+/**
+ * A newest close CoinGecko publishes late is asked again this often, for this long after it was due;
+ * past that the series waits for the next day's (a coin no longer traded never gets one).
+ */
+const LATE_CLOSE_RETRY_MS = 15 * 60_000
+const LATE_CLOSE_WINDOW_MS = 6 * 3_600_000
+
+/**
+ * Past points never change: a series is complete until the next daily point, then served while
+ * refreshed. One that lacks the newest close published is complete only until it is asked again.
+ */
+export const chartTiming = (value: Chart, storedAt: number): Timing => {
+  if (value === null) return freshFor(MISSING_COIN_TTL)
+  let ttl = millisUntilNextDailyPoint(storedAt)
+  const newest = lastPublishedDay(storedAt)
+  const late = value.at(-1)?.[0] === newest - DAY_MS && storedAt < publishedAt(newest) + LATE_CLOSE_WINDOW_MS
+  if (late) ttl = Math.min(ttl, LATE_CLOSE_RETRY_MS)
+  return { ttl: Duration.millis(ttl), refreshAhead: Duration.zero, grace: Duration.millis(Math.min(ttl, MAX_SERIES_GRACE_MS)) }
+}
+
+const makeDailyPoints = Effect.gen(function*() {
+  const config = yield* CoinGeckoConfig
+  const client = yield* CoinGeckoClient
+  const kept = makeKeptSeries(yield* DailyHistory, "coingecko", {
+    seriesDays: SERIES_DAYS,
+    closes: ({ coin, currency }: SeriesOf, range, now, charge) => {
+      const asked = askedSeconds(range, now)
+      return Effect.map(client.marketChartRange(coin, currency, asked.from, asked.to, charge), (points) => closesIn(points, range))
+    }
+  })
+
+  /** The series, held days first; null for a coin CoinGecko does not know (404). */
+  const fetch = (keys: ReadonlyArray<SeriesOf>, charge: Charge) =>
+    Effect.forEach(keys, (key) =>
+      kept.fetch(key, charge).pipe(
+        Effect.catchIf((error) => error.kind === "not-found", () => Effect.succeed(null)),
+        Effect.map((chart): readonly [SeriesOf, Chart] => [key, chart])
+      ))
+
+  const copies = yield* makeCopies<SeriesOf, Chart>({
+    name: "daily points",
+    source: "coingecko",
+    keyOf: ({ coin, currency }) => chartKey(coin, currency),
+    entry: entryOf(ChartSchema),
+    timing: chartTiming,
+    isNegative: (value) => value === null,
+    fetch,
+    lastGoodMs: config.staleTtlHours * 3_600_000,
+    retryMs: config.auxiliaryRetryMs
+  })
+
+  /** No copy, and CoinGecko cannot give the missing days: the days held, marked stale. */
+  const heldInstead = (key: SeriesOf, error: SourceError) =>
+    error.kind === "not-found"
+      ? Effect.succeed(Result.fail(error))
+      : Effect.map(Effect.all([kept.held(key), Clock.currentTimeMillis]), ([held, now]) =>
+        Option.match(held, {
+          onNone: () => Result.fail(error),
+          onSome: (points) => Result.succeed<Served<Chart>>({ value: deepFreeze(points), storedAt: now, stale: true, holdsUntil: 0 })
+        }))
+
+  return DailyPoints.of({
+    source: "coingecko",
+    attribution: ATTRIBUTION,
+    series: (ids, currency, { charge, deadline }) =>
+      Effect.gen(function*() {
+        const keys = ids.map((coin) => ({ coin, currency }))
+        const { failures, served } = yield* copies.getAll(keys, charge, deadline)
+        const out = new Map<string, Result.Result<Served<Chart>, SourceError>>()
+        for (const key of keys) {
+          const found = served.get(key)
+          out.set(key.coin, found !== undefined ? Result.succeed(found) : yield* heldInstead(key, failures.get(key)!))
+        }
+        return out
+      })
+  })
+})
+
+/** Needs the client, the config, the kept history and the copies' store. */
+export const layer: Layer.Layer<DailyPoints, never, CoinGeckoClient | CoinGeckoConfig | DailyHistory | CopyStore> = Layer.effect(DailyPoints, makeDailyPoints)

@@ -1,0 +1,159 @@
+/**
+ * `CoinDirectory` served by CoinGecko, with no upstream call on the request path (CONTRACT C4):
+ *   - a currency is checked against the list CoinGecko publishes (`/simple/supported_vs_currencies`);
+ *     until one was ever loaded, the list as of this release stands in: the source's outage must neither
+ *     refuse real currencies nor let junk through to the data calls;
+ *   - a symbol is resolved by the curated map first (symbols.ts), then the coin index: the coin list
+ *     (`/coins/list`) and ranks (the top `COINGECKO_INDEX_RANK_PAGES` pages of `/coins/markets` by market
+ *     cap). A ticker shared by several coins is the top-ranked one's (an unranked coin loses to any ranked
+ *     one, and to the coin listed before it); a ticker no coin has is unknown.
+ * Both lists are held as pinned copies (copies/): loaded in the background at start and daily, paid by
+ * nobody's request, the last good copy kept when a reload fails, the next attempt backing off; a request
+ * finding nothing held waits (until its deadline) only for a load running or due.
+ */
+import { Duration, Effect, Layer, Schema } from "effect"
+import { makeCopies } from "../copies/Copies.ts"
+import type { CopyStore } from "../copies/CopyStore.ts"
+import { entryOf, type Timing } from "../copies/entry.ts"
+import { type Coin, CoinDirectory } from "../ports.ts"
+import { UnsupportedCurrencyError } from "../RatesProvider.ts"
+import { curatedCoinFor } from "../symbols.ts"
+import { Charge, SourceError } from "../upstream.ts"
+import { CoinGeckoClient, type ListedCoin, type MarketRow } from "./CoinGeckoClient.ts"
+import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
+
+/** CoinGecko's list in 2026, lower-case. */
+export const RELEASE_CURRENCIES: ReadonlyArray<string> = [
+  "btc", "eth", "ltc", "bch", "bnb", "eos", "xrp", "xlm", "link", "dot", "yfi", "sol", "usd", "aed", "ars", "aud", "bdt", "bhd",
+  "bmd", "brl", "cad", "chf", "clp", "cny", "czk", "dkk", "eur", "gbp", "gel", "hkd", "huf", "idr", "ils", "inr", "jpy", "krw",
+  "kwd", "lkr", "mmk", "mxn", "myr", "ngn", "nok", "nzd", "php", "pkr", "pln", "rub", "sar", "sek", "sgd", "thb", "try", "twd",
+  "uah", "vef", "vnd", "zar", "xdr", "xag", "xau", "bits", "sats"
+]
+
+/** Upper-case ticker → `[id, name]` of its coin. */
+const CoinIndex = Schema.Record(Schema.String, Schema.Tuple([Schema.String, Schema.String]))
+type CoinIndex = typeof CoinIndex.Type
+
+/** Tickers a request can carry (api/schemas.ts), not longer than this: others are never asked for. */
+const ASKABLE = /^[A-Za-z0-9._-]{1,40}$/
+const PAGE_SIZE = 250
+const CURRENCIES = "rates:v2:currencies"
+const COIN_INDEX = "rates:v2:coin-index"
+/** Instances sharing a list reload a little apart, so one fetches and the others adopt its copy. */
+const RELOAD_SPREAD_MS = 5 * 60_000
+
+/** The index from the list and the ranked rows (best rank first within a page). */
+export const buildCoinIndex = (listed: ReadonlyArray<ListedCoin>, ranked: ReadonlyArray<MarketRow>): CoinIndex => {
+  const rankOf = new Map<string, number>()
+  for (const row of ranked) if (!rankOf.has(row.id)) rankOf.set(row.id, row.market_cap_rank ?? Number.MAX_SAFE_INTEGER)
+  const best = new Map<string, { readonly id: string; readonly name: string; readonly rank: number }>()
+  for (const coin of [...ranked, ...listed]) {
+    if (!ASKABLE.test(coin.symbol)) continue
+    const symbol = coin.symbol.toUpperCase()
+    const rank = rankOf.get(coin.id) ?? Number.POSITIVE_INFINITY
+    const known = best.get(symbol)
+    if (known === undefined || rank < known.rank) best.set(symbol, { id: coin.id, name: coin.name, rank })
+  }
+  const index: Record<string, readonly [string, string]> = {}
+  for (const [symbol, coin] of best) index[symbol] = [coin.id, coin.name]
+  return index
+}
+
+const makeDirectory = Effect.gen(function*() {
+  const config = yield* CoinGeckoConfig
+  const client = yield* CoinGeckoClient
+  const lastGoodMs = config.staleTtlHours * 3_600_000
+  // Reloaded once a day; a list held is served whatever its age while it is reloaded.
+  const daily: Timing = { ttl: Duration.hours(24), refreshAhead: Duration.zero, grace: Duration.millis(lastGoodMs) }
+  const list = <A>(name: string, key: string, schema: Schema.Codec<A, unknown>, fetch: Effect.Effect<A, SourceError>) =>
+    makeCopies<string, A>({
+      name,
+      source: "coingecko",
+      keyOf: () => key,
+      entry: entryOf(schema),
+      timing: () => daily,
+      fetch: () => Effect.map(fetch, (value) => [[key, value] as const]),
+      lastGoodMs,
+      retryMs: config.auxiliaryRetryMs,
+      pinned: true,
+      refreshSpreadMs: RELOAD_SPREAD_MS,
+      warnOnFailure: true
+    })
+
+  const currencies = yield* list(
+    "currency list",
+    CURRENCIES,
+    Schema.Array(Schema.String) as Schema.Codec<ReadonlyArray<string>, unknown>,
+    Effect.map(client.supportedCurrencies, (codes) => codes.map((code) => code.toLowerCase()))
+  )
+  const ranks = Effect.gen(function*() {
+    const rows: Array<MarketRow> = []
+    for (let page = 1; page <= config.indexRankPages; page++) {
+      const batch = yield* client.coinsByRank(page, PAGE_SIZE)
+      rows.push(...batch)
+      if (batch.length < PAGE_SIZE) break
+    }
+    return rows
+  })
+  const index = yield* list(
+    "coin index",
+    COIN_INDEX,
+    CoinIndex as Schema.Codec<CoinIndex, unknown>,
+    Effect.map(Effect.all([client.coinList, ranks]), ([listed, ranked]) => buildCoinIndex(listed, ranked))
+  )
+  // The first loads, at start, in the background.
+  yield* currencies.warm(CURRENCIES)
+  yield* index.warm(COIN_INDEX)
+
+  // One Set per list held, built on its first use; coins made once per index entry.
+  const sets = new WeakMap<ReadonlyArray<string>, ReadonlySet<string>>()
+  const setOf = (codes: ReadonlyArray<string>) => {
+    let set = sets.get(codes)
+    if (set === undefined) sets.set(codes, set = new Set(codes))
+    return set
+  }
+  const coinsOf = new WeakMap<object, Coin>()
+  const coinOf = (entry: readonly [string, string]) => {
+    let coin = coinsOf.get(entry)
+    if (coin === undefined) coinsOf.set(entry, coin = Object.freeze({ id: entry[0], name: entry[1] }))
+    return coin
+  }
+
+  return CoinDirectory.of({
+    checkCurrency: (currency, deadline) =>
+      currencies.get(CURRENCIES, Charge.background, deadline).pipe(
+        Effect.map((held) => held.value),
+        Effect.orElseSucceed(() => RELEASE_CURRENCIES),
+        Effect.flatMap((codes) => (setOf(codes).has(currency) ? Effect.void : Effect.fail(new UnsupportedCurrencyError({ currency }))))
+      ),
+    resolve: (symbols, deadline) =>
+      Effect.gen(function*() {
+        const coins = new Map<string, Coin | null>()
+        let held: CoinIndex | undefined
+        for (const symbol of symbols) {
+          const curated = curatedCoinFor(symbol)
+          if (curated !== undefined) {
+            coins.set(symbol, curated)
+            continue
+          }
+          if (held === undefined) {
+            const loaded = yield* Effect.result(index.get(COIN_INDEX, Charge.background, deadline))
+            if (loaded._tag === "Failure") {
+              return yield* Effect.fail(new SourceError({
+                source: "coingecko",
+                kind: "unavailable",
+                detail: "the coin index is not loaded yet",
+                retryAfterSeconds: yield* index.retryAfterSeconds(COIN_INDEX)
+              }))
+            }
+            held = loaded.success.value
+          }
+          coins.set(symbol, Object.hasOwn(held, symbol) ? coinOf(held[symbol]!) : null)
+        }
+        return { coins }
+      })
+  })
+})
+
+/** Needs the client, the config and the copies' store. */
+export const layer: Layer.Layer<CoinDirectory, never, CoinGeckoClient | CoinGeckoConfig | CopyStore> = Layer.effect(CoinDirectory, makeDirectory)

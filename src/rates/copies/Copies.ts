@@ -1,0 +1,324 @@
+/**
+ * The one way the rates capability holds copies of what its sources answer: latest prices, daily
+ * series, the currency list and coin index, Coinbase's product list and prices. Each holder is a
+ * `Copies` made here, over the one `CopyStore` (memory, or Redis shared by every instance), with:
+ *   - fresh, due, grace and expired copies (entry.ts), each holder deciding a value's timing;
+ *   - single flight: concurrent readers of a key share one fetch; a fetch serves several keys at once
+ *     (one `/coins/markets` call for every cold coin), and a key already being fetched is waited for;
+ *   - stale-if-error: when a fetch fails, the last good copy (kept `lastGoodMs`), marked stale;
+ *   - negative results ("no such coin"): kept apart in the store, fresh for their time, never stale;
+ *   - background refreshes of what is due, one per group, paid by nobody's request, backing off after
+ *     a failure (doubling from `retryMs` up to an hour, or the source's own Retry-After when longer);
+ *   - bounded: by the store (CopyStore.ts), and pinned lists, one entry each, in this process.
+ * A fetch runs in the holder's scope, not the reader's: a reader that stops waiting (its deadline)
+ * wastes nothing, the copy still lands. (Effect's `Cache` interrupts a lookup that every waiter
+ * abandoned, which would throw away a call already paid for; hence flights of our own.)
+ */
+import { Cause, Clock, Deferred, Duration, Effect, Exit, Option, type Schema, type Scope } from "effect"
+import { Charge, SourceError, type SourceName } from "../upstream.ts"
+import { CopyStore } from "./CopyStore.ts"
+import { deepFreeze } from "../../platform/deepFreeze.ts"
+import { type Entry, type EntryDecoder, entryAt, freshnessOf, lastGood, type Served, served, type Timing } from "./entry.ts"
+
+export interface CopiesOptions<K, A> {
+  /** For logs: "coin index". */
+  readonly name: string
+  /** Whose failure a reader's timeout is. */
+  readonly source: SourceName
+  /** The store key, `rates:v2:<kind>:…` (the kind names the metric). */
+  readonly keyOf: (key: K) => string
+  readonly entry: EntryDecoder<A>
+  readonly timing: (value: A, storedAt: number) => Timing
+  /** A negative answer: kept in the store's own tier, fresh for its time, never a last good copy. */
+  readonly isNegative?: ((value: A) => boolean) | undefined
+  /**
+   * Makes fresh copies of `keys`, paid by `charge`; it may return more keys than asked (stored too),
+   * and must return each key asked (a negative value when the source has none).
+   */
+  readonly fetch: (keys: ReadonlyArray<K>, charge: Charge) => Effect.Effect<ReadonlyArray<readonly [K, A]>, SourceError>
+  /** How long a copy stays to be served, stale, when the source fails; 0: never served stale. */
+  readonly lastGoodMs: number
+  /** First wait after a failed background fetch; doubles up to an hour. */
+  readonly retryMs: number
+  /** Keys refreshed together: the group a key's refresh is known by, and what it fetches. */
+  readonly refreshGroup?: {
+    readonly of: (key: K) => string
+    readonly keys: (key: K, now: number) => ReadonlyArray<K>
+  } | undefined
+  /** Cold keys read together are fetched in one call (`/coins/markets`); else each in its own. */
+  readonly batched?: boolean | undefined
+  /** Held in this process whatever the memory store evicts (a list, one entry); shared through Redis too. */
+  readonly pinned?: boolean | undefined
+  /** Instances sharing a copy refresh up to this far apart, so one fetches and the others adopt its copy. */
+  readonly refreshSpreadMs?: number | undefined
+  /** A failed background fetch is a warning (the lists), else a debug line. */
+  readonly warnOnFailure?: boolean | undefined
+}
+
+/** What `getAll` gathered: the copies served, and the failures behind those missing or stale. */
+export interface Gathered<K, A> {
+  readonly served: ReadonlyMap<K, Served<A>>
+  /** Per key that could not be fetched. */
+  readonly failures: ReadonlyMap<K, SourceError>
+  /** The first of them, if any. */
+  readonly failure: SourceError | undefined
+}
+
+export interface Copies<K, A> {
+  /** The copy held (refreshed behind when due), else one shared fetch waited for until `deadline`, else the last good copy. */
+  readonly get: (key: K, charge: Charge, deadline: number) => Effect.Effect<Served<A>, SourceError>
+  /** Several keys at once, the cold ones in one fetch. Never fails: see `failure`. */
+  readonly getAll: (keys: ReadonlyArray<K>, charge: Charge, deadline: number) => Effect.Effect<Gathered<K, A>>
+  /** The copy held now, as it is: nothing fetched. */
+  readonly peek: (key: K) => Effect.Effect<Option.Option<Entry<A>>>
+  /** Starts a background fetch of `key` unless a fresh copy is held or one runs (lists at start-up). */
+  readonly warm: (key: K) => Effect.Effect<void>
+  /** Seconds until a background fetch of `key` may be tried again (a Retry-After while nothing is held). */
+  readonly retryAfterSeconds: (key: K) => Effect.Effect<number>
+}
+
+const MAX_BACKOFF_MS = 3_600_000
+/** Groups remembered as backing off, at most (then forgotten all at once). */
+const BACKOFF_CAPACITY = 10_000
+
+type Flight<A> = Deferred.Deferred<ReadonlyMap<string, Entry<A>>, SourceError>
+
+export const makeCopies = <K, A>(options: CopiesOptions<K, A>): Effect.Effect<Copies<K, A>, never, CopyStore | Scope.Scope> =>
+  Effect.gen(function*() {
+    const store = yield* CopyStore
+    const scope = yield* Effect.scope
+    const { keyOf } = options
+    const isNegative = options.isNegative ?? (() => false)
+    const groupOf = (key: K) => options.refreshGroup?.of(key) ?? keyOf(key)
+    const spread = Math.random() * (options.refreshSpreadMs ?? 0)
+    const flights = new Map<string, Flight<A>>()
+    const refreshing = new Set<string>()
+    const backoff = new Map<string, { readonly until: number; readonly failures: number }>()
+    const pinned = new Map<string, Entry<A>>()
+
+    const read = (key: K): Effect.Effect<Option.Option<Entry<A>>> => {
+      const storeKey = keyOf(key)
+      const local = options.pinned === true ? pinned.get(storeKey) : undefined
+      if (options.pinned === true && !store.shared) return Effect.succeed(Option.fromUndefinedOr(local))
+      return Effect.map(store.get(storeKey), (found) => {
+        const stored = Option.flatMap(found, options.entry)
+        if (local === undefined) return stored
+        // Another instance's newer copy is adopted.
+        if (Option.isSome(stored) && stored.value.storedAt > local.storedAt) {
+          pinned.set(storeKey, stored.value)
+          return stored
+        }
+        return Option.some(local)
+      })
+    }
+
+    const write = (key: K, entry: Entry<A>) => {
+      const storeKey = keyOf(key)
+      if (options.pinned === true) {
+        pinned.set(storeKey, entry)
+        if (!store.shared) return Effect.void
+      }
+      const negative = isNegative(entry.value)
+      const keepFor = negative ? entry.freshUntil - entry.storedAt : Math.max(entry.graceUntil - entry.storedAt, options.lastGoodMs)
+      return store.set(storeKey, entry as unknown as Schema.Json, Duration.millis(keepFor), { negative })
+    }
+
+    /** Fetches and stores; skipped when every key is fresh again (another instance or flight filled them). */
+    const fetchAndStore = (keys: ReadonlyArray<K>, charge: Charge) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const out = new Map<string, Entry<A>>()
+        for (const key of keys) {
+          const held = yield* read(key)
+          if (Option.isSome(held) && freshnessOf(held.value, now) === "fresh") out.set(keyOf(key), held.value)
+        }
+        if (out.size === keys.length) return out
+        out.clear()
+        const fetched = yield* options.fetch(keys, charge)
+        const storedAt = yield* Clock.currentTimeMillis
+        for (const [key, raw] of fetched) {
+          const value = deepFreeze(raw)
+          const entry = entryAt(value, storedAt, options.timing(value, storedAt))
+          yield* write(key, entry)
+          out.set(keyOf(key), entry)
+        }
+        return out
+      })
+
+    const backingOff = (group: string, now: number) => (backoff.get(group)?.until ?? 0) > now
+
+    const noteFailure = (group: string, error: SourceError, hadCopy: boolean) =>
+      Effect.flatMap(Clock.currentTimeMillis, (at) => {
+        const failures = (backoff.get(group)?.failures ?? 0) + 1
+        // A refusal that says when to come back (the month's pace, a 429) is taken at its word.
+        const waitMs = Math.max(Math.min(MAX_BACKOFF_MS, options.retryMs * 2 ** (failures - 1)), error.retryAfterSeconds * 1000)
+        if (backoff.size >= BACKOFF_CAPACITY) backoff.clear()
+        backoff.set(group, { until: at + waitMs, failures })
+        const line = `rates: ${options.name} unavailable; ${hadCopy ? "serving the last good copy" : "none held yet"}, next try in ${Math.round(waitMs / 1000)} s`
+        return options.warnOnFailure === true ? Effect.logWarning(line, error.message) : Effect.logDebug(line, error.message)
+      })
+
+    /**
+     * Starts one fetch of `keys`, registered as their flight, in the holder's scope. A background fetch
+     * is refused while its group backs off after a failure.
+     */
+    const startFlight = (keys: ReadonlyArray<K>, charge: Charge, onDone?: () => void) =>
+      Effect.gen(function*() {
+        const deferred = Deferred.makeUnsafe<ReadonlyMap<string, Entry<A>>, SourceError>()
+        const storeKeys = keys.map(keyOf)
+        // Registered synchronously, before any yield, so a reader in the same tick finds it.
+        for (const storeKey of storeKeys) flights.set(storeKey, deferred)
+        const group = groupOf(keys[0]!)
+        const work = fetchAndStore(keys, charge).pipe(
+          Effect.tap(() => Effect.sync(() => backoff.delete(group))),
+          Effect.tapError((error) =>
+            charge._tag === "Background"
+              ? Effect.flatMap(Effect.forEach(keys, read), (held) => noteFailure(group, error, held.some(Option.isSome)))
+              : Effect.void
+          ),
+          // Unregistered before the waiters wake: a reader arriving after this flight must start a new
+          // one, never be handed this (possibly failed) result.
+          Effect.onExit((exit) =>
+            Effect.suspend(() => {
+              for (const storeKey of storeKeys) if (flights.get(storeKey) === deferred) flights.delete(storeKey)
+              onDone?.()
+              return Deferred.done(deferred, exit)
+            })
+          )
+        )
+        yield* Effect.forkIn(work, scope, { startImmediately: true })
+        return deferred
+      })
+
+    /** One background refresh of the group of `key`, unless one runs or it backs off; returns at once. */
+    const refresh = (key: K, now: number) =>
+      Effect.suspend(() => {
+        const group = groupOf(key)
+        if (refreshing.has(group) || backingOff(group, now)) return Effect.void
+        const along = options.refreshGroup?.keys(key, now) ?? []
+        // Keys being fetched already are not fetched twice.
+        const keys = (along.some((k) => keyOf(k) === keyOf(key)) ? along : [key, ...along]).filter((k) => !flights.has(keyOf(k)))
+        if (keys.length === 0) return Effect.void
+        refreshing.add(group)
+        return Effect.asVoid(startFlight(keys, Charge.background, () => refreshing.delete(group)))
+      })
+
+    /** The flight each of `keys` waits for: one running, else one started (one for all, or one each). */
+    const flightsFor = (keys: ReadonlyArray<K>, charge: Charge, now: number) =>
+      Effect.gen(function*() {
+        const waits = new Map<K, Flight<A>>()
+        const toFetch: Array<K> = []
+        for (const key of keys) {
+          const running = flights.get(keyOf(key))
+          if (running !== undefined) waits.set(key, running)
+          else toFetch.push(key)
+        }
+        const batches = options.batched === true ? (toFetch.length === 0 ? [] : [toFetch]) : toFetch.map((key) => [key])
+        for (const batch of batches) {
+          const group = groupOf(batch[0]!)
+          if (charge._tag === "Background" && backingOff(group, now)) {
+            const refused = Deferred.makeUnsafe<ReadonlyMap<string, Entry<A>>, SourceError>()
+            Deferred.doneUnsafe(refused, Exit.fail(new SourceError({
+              source: options.source,
+              kind: "unavailable",
+              detail: `the ${options.name} is not held and cannot be loaded now`,
+              retryAfterSeconds: Math.ceil((backoff.get(group)!.until - now) / 1000)
+            })))
+            for (const key of batch) waits.set(key, refused)
+            continue
+          }
+          const flight = yield* startFlight(batch, charge)
+          for (const key of batch) waits.set(key, flight)
+        }
+        return waits
+      })
+
+    /** Waits for the flights of `keys` (joining those running), until `deadline`: the entries, or why not. */
+    const fill = (keys: ReadonlyArray<K>, charge: Charge, deadline: number) =>
+      Effect.gen(function*() {
+        const waits = yield* flightsFor(keys, charge, yield* Clock.currentTimeMillis)
+        const timedOut = Effect.fail(
+          new SourceError({ source: options.source, kind: "transient", detail: "no answer within the request's budget", retryAfterSeconds: 0 })
+        )
+        const outcomes = new Map<Flight<A>, Exit.Exit<ReadonlyMap<string, Entry<A>>, SourceError>>()
+        for (const flight of new Set(waits.values())) {
+          const remaining = Math.max(0, deadline - (yield* Clock.currentTimeMillis))
+          outcomes.set(flight, yield* Effect.exit(Effect.timeoutOrElse(Deferred.await(flight), { duration: Duration.millis(remaining), orElse: () => timedOut })))
+        }
+        const entries = new Map<K, Entry<A>>()
+        const failures = new Map<K, SourceError>()
+        for (const [key, flight] of waits) {
+          const exit = outcomes.get(flight)!
+          if (Exit.isSuccess(exit)) {
+            const entry = exit.value.get(keyOf(key))
+            if (entry !== undefined) entries.set(key, entry)
+            else failures.set(key, new SourceError({ source: options.source, kind: "invalid-response", detail: `no ${options.name} for ${keyOf(key)}`, retryAfterSeconds: 0 }))
+          } else {
+            const error = Cause.findErrorOption(exit.cause)
+            if (Option.isSome(error)) failures.set(key, error.value)
+            else return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
+          }
+        }
+        return { entries, failures }
+      })
+
+    const getAll = (keys: ReadonlyArray<K>, charge: Charge, deadline: number) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const out = new Map<K, Served<A>>()
+        const cold: Array<K> = []
+        const due: Array<K> = []
+        const copies = new Map<K, Entry<A>>()
+        for (const key of keys) {
+          if (out.has(key) || cold.includes(key)) continue
+          const hit = yield* read(key)
+          if (Option.isNone(hit)) {
+            cold.push(key)
+            continue
+          }
+          const freshness = freshnessOf(hit.value, now - spread)
+          if (freshness === "expired") {
+            cold.push(key)
+            copies.set(key, hit.value)
+            continue
+          }
+          out.set(key, served(hit.value, freshnessOf(hit.value, now)))
+          if (freshness !== "fresh") due.push(key)
+        }
+        // After every key is read: an answer is made of one generation of copies.
+        for (const key of due) yield* refresh(key, now)
+        if (cold.length === 0) return { served: out, failures: new Map<K, SourceError>(), failure: undefined }
+        const { entries, failures } = yield* fill(cold, charge, deadline)
+        const at = yield* Clock.currentTimeMillis
+        for (const key of cold) {
+          const entry = entries.get(key)
+          if (entry !== undefined) {
+            out.set(key, served(entry, freshnessOf(entry, at)))
+            continue
+          }
+          // A not-found answer is not a failure of the source, and is never papered over with an old copy.
+          const copy = copies.get(key)
+          if (copy !== undefined && options.lastGoodMs > 0 && !isNegative(copy.value) && failures.get(key)?.kind !== "not-found") out.set(key, lastGood(copy))
+        }
+        return { served: out, failures, failure: failures.values().next().value }
+      })
+
+    const get = (key: K, charge: Charge, deadline: number) =>
+      Effect.flatMap(getAll([key], charge, deadline), ({ failure, served }) => {
+        const found = served.get(key)
+        return found !== undefined ? Effect.succeed(found) : Effect.fail(failure!)
+      })
+
+    const warm = (key: K) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const held = yield* read(key)
+        if (Option.isSome(held) && freshnessOf(held.value, now - spread) === "fresh") return
+        yield* refresh(key, now)
+      })
+
+    const retryAfterSeconds = (key: K) =>
+      Effect.map(Clock.currentTimeMillis, (now) => Math.max(1, Math.ceil(((backoff.get(groupOf(key))?.until ?? now) - now) / 1000)))
+
+    return { get, getAll, peek: read, warm, retryAfterSeconds }
+  })

@@ -1,0 +1,212 @@
+/**
+ * Where held copies live (Copies.ts): string keys, JSON values, a time-to-live per entry. The interface
+ * is what Redis can offer (CONTRACT C2: REDIS_URL shares the rates cache between instances); readers
+ * validate what they get back (another instance or an older release may have written it).
+ *
+ * The two stores here hand values back deeply frozen, and a read of an entry that has not been
+ * rewritten hands back the very same object as the previous read (the memory store always; the Redis
+ * store while the stored text is unchanged). A reader may therefore remember its validation of a
+ * frozen object by identity (entry.ts), so an entry is parsed and validated once rather than on every
+ * read. Other implementations (test doubles) may return fresh, mutable copies: readers cope with both.
+ *
+ * Failures of the store are not the caller's problem: an implementation reports a broken store as a
+ * miss on `get` and ignores it on `set`, so an outage of the cache never fails a request.
+ *
+ * Memory bound (the memory store): real coins' data live apart from negative answers ("no such coin",
+ * "no market"), each evicted least recently *used* first, so a flood of junk can push out only junk
+ * (test/rates/memory-bound.test.ts):
+ *   - data: at most `maxBytes` of JSON text (COINGECKO_CACHE_MAX_MB, 16 MiB by default: about 1,600
+ *     series of a year of daily points, 10 kB each) and `maxEntries` (50,000);
+ *   - negative answers: at most `negativeEntries` (2,000), about 150 bytes each.
+ * Held parsed and frozen, a series takes about 3.7 times its JSON size in the heap (an array per
+ * point): 16 MiB of JSON is about 60 MB of heap.
+ */
+import { Clock, Context, Duration, Effect, Layer, Option, type Schema } from "effect"
+import { recordCacheLookup } from "../../observability/metrics.ts"
+import { makeBoundedLru } from "../../platform/boundedLru.ts"
+import { Redis } from "effect/persistence"
+import { deepFreeze } from "../../platform/deepFreeze.ts"
+
+export interface SetOptions {
+  /** A negative answer (no such coin, no market): kept in the small store of its own. */
+  readonly negative?: boolean
+}
+
+export interface CopyStoreShape {
+  readonly get: (key: string) => Effect.Effect<Option.Option<Schema.Json>>
+  readonly set: (key: string, value: Schema.Json, timeToLive: Duration.Duration, options?: SetOptions) => Effect.Effect<void>
+  /** True when other instances read what is written here (Redis): worth writing what only they need. */
+  readonly shared: boolean
+}
+
+export interface MemoryStoreOptions {
+  /** Most JSON bytes of data entries (default 16 MiB; the service passes COINGECKO_CACHE_MAX_MB). */
+  readonly maxBytes?: number
+  /** Most data entries (default 50,000). */
+  readonly maxEntries?: number
+  /** Most negative entries (default 2,000). */
+  readonly negativeEntries?: number
+}
+
+export interface MemoryStoreSize {
+  readonly data: { readonly entries: number; readonly bytes: number }
+  readonly negative: { readonly entries: number; readonly bytes: number }
+}
+
+/** The memory store, with its size (metrics, tests). */
+export interface MemoryStore extends CopyStoreShape {
+  readonly size: () => MemoryStoreSize
+}
+
+export class CopyStore extends Context.Service<CopyStore, CopyStoreShape>()("app/rates/CopyStore") {
+  /** Process-local store, bounded (see above) so a flood of distinct keys cannot exhaust memory. */
+  static readonly makeMemory = (options: MemoryStoreOptions = {}): MemoryStore => {
+    const store = makeMemoryStore(options)
+    return { ...metered(store), size: store.size }
+  }
+
+  static readonly layerMemory = (options?: MemoryStoreOptions) => Layer.sync(CopyStore, () => CopyStore.makeMemory(options))
+
+  /**
+   * Shared between instances through Redis (REDIS_URL). Keys get `prefix`; entries expire in Redis
+   * (`SET … PX`). A slow or absent Redis costs at most `timeoutMs` per operation, then counts as a miss.
+   */
+  static readonly layerRedis = (options?: { readonly prefix?: string; readonly timeoutMs?: number }) =>
+    Layer.effect(CopyStore, Effect.map(Effect.service(Redis.Redis), (redis) => metered(makeRedisStore(redis, options?.prefix ?? "", options?.timeoutMs ?? 250))))
+}
+
+/** Kind of entry for metrics, a closed set: `rates:v2:chart:bitcoin:usd` → `chart`. */
+const kindOf = (key: string) => key.split(":")[2] ?? "other"
+
+/** Kinds of the keys seen lately: the same few keys are read on every request. Bounded, as keys come from callers. */
+const kinds = new Map<string, string>()
+const KINDS_CAPACITY = 4_096
+const kindFor = (key: string) => {
+  let kind = kinds.get(key)
+  if (kind === undefined) {
+    kind = kindOf(key)
+    if (kinds.size >= KINDS_CAPACITY) kinds.clear()
+    kinds.set(key, kind)
+  }
+  return kind
+}
+
+/** Counts hits and misses per kind of entry for /metrics. */
+const metered = (store: CopyStoreShape): CopyStoreShape => ({
+  get: (key) =>
+    Effect.map(store.get(key), (found) => {
+      recordCacheLookup(kindFor(key), Option.isSome(found))
+      return found
+    }),
+  set: store.set,
+  shared: store.shared
+})
+
+/** A private, frozen copy of what `JSON.stringify` made of a value; `text` is that serialisation. */
+const frozenCopy = (text: string): Schema.Json => deepFreeze(JSON.parse(text) as Schema.Json)
+
+/** One value of the memory tier, until `expiresAt` (epoch ms), counted as `bytes` in its bound. */
+export interface Expiring<V> {
+  readonly value: V
+  readonly expiresAt: number
+  readonly bytes: number
+}
+
+/**
+ * The memory tier of every holder of copies: bounded in entries and bytes (platform/boundedLru.ts),
+ * the least recently used out first; an expired entry reads as absent and is dropped. Synchronous.
+ */
+export const makeExpiringLru = <V>(maxEntries: number, maxBytes: number) => {
+  const lru = makeBoundedLru<Expiring<V>>({ maxEntries, maxBytes, bytesOf: (_, entry) => entry.bytes })
+  return {
+    get: (key: string, now: number): Expiring<V> | undefined => {
+      const entry = lru.get(key)
+      if (entry === undefined || entry.expiresAt > now) return entry
+      lru.remove(key)
+      return undefined
+    },
+    put: lru.put,
+    remove: lru.remove,
+    size: lru.size
+  }
+}
+
+const makeMemoryStore = (options: MemoryStoreOptions): CopyStoreShape & { readonly size: () => MemoryStoreSize } => {
+  // Values as a reader of Redis would get them: serialised on `set` (so a value that is not plain JSON
+  // fails here and not in production), parsed back once and frozen; every read returns that object.
+  const data = makeExpiringLru<Schema.Json>(options.maxEntries ?? 50_000, options.maxBytes ?? 16 * 1024 * 1024)
+  const negative = makeExpiringLru<Schema.Json>(options.negativeEntries ?? 2_000, Number.POSITIVE_INFINITY)
+  return {
+    get: (key) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        const entry = data.get(key, now) ?? negative.get(key, now)
+        return entry === undefined ? Option.none() : Option.some(entry.value)
+      }),
+    set: (key, value, timeToLive, setOptions) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        const ttl = Duration.toMillis(timeToLive)
+        data.remove(key)
+        negative.remove(key)
+        if (!(ttl > 0)) return
+        const text = JSON.stringify(value)
+        const entry = { value: frozenCopy(text), expiresAt: now + ttl, bytes: text.length + key.length }
+        ;(setOptions?.negative === true ? negative : data).put(key, entry)
+      }),
+    shared: false,
+    size: () => ({ data: data.size(), negative: negative.size() })
+  }
+}
+
+/** Entries whose last read text is remembered by the Redis store, with the value parsed from it. */
+const REDIS_PARSED_CAPACITY = 1_000
+
+const makeRedisStore = (redis: Redis.Redis["Service"], prefix: string, timeoutMs: number): CopyStoreShape => {
+  // Key → the text last read (or written) and its frozen parse: an unchanged entry is not parsed again
+  // and comes back as the same object. The text is compared in full, so a rewrite is always seen.
+  const parsed = new Map<string, { readonly text: string; readonly value: Schema.Json }>()
+  const remember = (key: string, text: string, value: Schema.Json) => {
+    parsed.delete(key)
+    parsed.set(key, { text, value })
+    if (parsed.size > REDIS_PARSED_CAPACITY) {
+      const oldest = parsed.keys().next()
+      if (oldest.done !== true) parsed.delete(oldest.value)
+    }
+  }
+  const parse = (key: string, text: string): Option.Option<Schema.Json> => {
+    const known = parsed.get(key)
+    if (known !== undefined && known.text === text) return Option.some(known.value)
+    try {
+      const value = frozenCopy(text)
+      remember(key, text, value)
+      return Option.some(value)
+    } catch {
+      parsed.delete(key)
+      return Option.none() // not ours or corrupted: a miss, and the next write replaces it
+    }
+  }
+  const bounded = <A>(what: string, effect: Effect.Effect<A, Redis.RedisError>, fallback: A) =>
+    effect.pipe(
+      Effect.timeoutOrElse({ duration: Duration.millis(timeoutMs), orElse: () => Effect.fail(`no answer within ${timeoutMs} ms`) }),
+      Effect.catch((error) => Effect.as(Effect.logWarning(`rates cache: Redis ${what} failed; carrying on without it`, String(error)), fallback))
+    )
+  return CopyStore.of({
+    shared: true,
+    get: (key) =>
+      bounded(
+        "GET",
+        Effect.map(redis.send<string | null>("GET", `${prefix}${key}`), (text) => {
+          if (typeof text !== "string") {
+            parsed.delete(key)
+            return Option.none()
+          }
+          return parse(key, text)
+        }),
+        Option.none()
+      ),
+    set: (key, value, timeToLive) => {
+      const ttl = Math.ceil(Duration.toMillis(timeToLive))
+      if (!(ttl > 0)) return Effect.void
+      return bounded("SET", Effect.asVoid(redis.send("SET", `${prefix}${key}`, JSON.stringify(value), "PX", String(ttl))), undefined)
+    }
+  })
+}

@@ -1,0 +1,85 @@
+/**
+ * The rates use case (CONTRACT C4): one `historical` call, read top to bottom as its steps, each a
+ * port (ports.ts) entered once for all the request's coins:
+ *   1. currency and symbols, from lists held in memory (no upstream call);
+ *   2. latest prices and 3. daily points of the coins, together;
+ *   4. a second source for the coins the first cannot serve fresh now;
+ *   5. the C4 body (answer.ts);
+ *   6. the answer remembered, for the edge to repeat while it holds (answerMemo.ts).
+ * All within `requestBudgetMs`: past it the request stops waiting (the work goes on and lands in the
+ * copies). Who pays for what the request fetches is decided here: its caller (C4 "Under abuse").
+ * Which adapters serve the ports, and in what order sources are asked, is decided in layer.ts.
+ */
+import { Clock, Effect, Layer } from "effect"
+import { assembleAnswer, coinIds, notServedFresh, verdictOf } from "./answer.ts"
+import { RatesAnswerMemo } from "./answerMemo.ts"
+import { CoinDirectory, DailyPoints, LatestPrices, SecondSource } from "./ports.ts"
+import { type RatesAnswer, type RatesError, RatesProvider, type RatesQuery } from "./RatesProvider.ts"
+import { Charge } from "./upstream.ts"
+
+export interface HistoricalRatesOptions {
+  /** The most a request waits, retries included (CONTRACT C4 answers within 10 s whatever the sources do). */
+  readonly requestBudgetMs: number
+}
+
+export const makeHistoricalRates = (options: HistoricalRatesOptions) =>
+  Effect.gen(function*() {
+    const directory = yield* CoinDirectory
+    const prices = yield* LatestPrices
+    const points = yield* DailyPoints
+    const second = yield* SecondSource
+    const answers = yield* RatesAnswerMemo
+    const budget = options.requestBudgetMs
+
+    const historical = (query: RatesQuery): Effect.Effect<RatesAnswer, RatesError> =>
+      Effect.gen(function*() {
+        const startedAt = yield* Clock.currentTimeMillis
+        const deadline = startedAt + budget
+        // The cold fetches of this request are charged to its caller; its failures count once in a breaker.
+        const charge = Charge.request(query.caller)
+        const currency = query.currency.toLowerCase()
+
+        // 1. The lists are held in memory; only right after start-up may a request wait for their first
+        //    load, and for no more than a third of its budget.
+        const listsDeadline = Math.min(deadline, startedAt + budget / 3)
+        yield* directory.checkCurrency(currency, listsDeadline)
+        const resolved = yield* directory.resolve(query.symbols, listsDeadline)
+        const ids = coinIds(resolved)
+
+        // 2 and 3. With a second source, the first has two thirds of the budget: the rest is the second's.
+        const first = { charge, deadline: second.sourcing === undefined ? deadline : startedAt + (budget * 2) / 3 }
+        const [latest, charts] = yield* Effect.all([prices.latest(ids, currency, first), points.series(ids, currency, first)], { concurrency: 2 })
+
+        // 4. Only for what the first source could not serve fresh: when it serves, the second is never asked.
+        const wanted = second.sourcing === undefined ? [] : notServedFresh(resolved, latest, charts)
+        const fallback = wanted.length === 0 ? undefined : yield* second.ratesFor(wanted, currency, deadline)
+
+        // 5. The C4 body.
+        const answer = yield* Effect.fromResult(assembleAnswer({
+          query: { ...query, currency },
+          startedAt,
+          first: prices,
+          resolved,
+          latest,
+          charts,
+          second: fallback,
+          secondSourcing: second.sourcing
+        }))
+
+        // 6. Remembered while every value behind it holds.
+        return answers.remember(query, answer)
+      }).pipe(
+        Effect.catchTag("SourceError", (error) => Effect.fail(verdictOf(error))),
+        // No stack trace: capturing one costs an Error per request, and the span's name says where it is.
+        Effect.withSpan("rates.historical", { attributes: { symbols: query.symbols.length, days: query.days } }, { captureStackTrace: false })
+      )
+
+    return RatesProvider.of({ historical })
+  })
+
+/** The use case over whatever serves its ports (layer.ts: the sources; tests: fakes). */
+export const layer = (options: HistoricalRatesOptions): Layer.Layer<
+  RatesProvider,
+  never,
+  CoinDirectory | LatestPrices | DailyPoints | SecondSource | RatesAnswerMemo
+> => Layer.effect(RatesProvider, makeHistoricalRates(options))

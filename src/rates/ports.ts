@@ -1,0 +1,114 @@
+/**
+ * The ports the rates use case (historicalRates.ts) calls, one per step, each a service whose live
+ * Layer is an adapter of one source (coingecko/, coinbase/) and whose test Layer is a fake:
+ *   1. `CoinDirectory`: is the currency quoted, which coin is each symbol (lists held, no call);
+ *   2. `LatestPrices`: the latest price and % changes of the coins;
+ *   3. `DailyPoints`: the year of daily points of the coins;
+ *   4. `SecondSource`: a whole rate for the coins the first source cannot serve now.
+ * Each takes the request's coins at once (one step, one call) and says who pays for what it fetches
+ * (`Charge`, decided by the use case). Failures are `SourceError`s, whichever source failed.
+ */
+import { Context, Effect, Layer, type Result } from "effect"
+import type { Served } from "./copies/entry.ts"
+import type { DailyPoint } from "./dailySeries.ts"
+import type { UnsupportedCurrencyError } from "./RatesProvider.ts"
+import type { Charge, SourceError, SourceName } from "./upstream.ts"
+
+export type { Served } from "./copies/entry.ts"
+
+export interface Coin {
+  readonly id: string
+  readonly name: string
+}
+
+export interface Resolved {
+  /** Every symbol asked, with its coin or null (unknown). */
+  readonly coins: ReadonlyMap<string, Coin | null>
+}
+
+/** Who pays for what a step fetches, and until when (epoch ms) the request waits for it. */
+export interface Spend {
+  readonly charge: Charge
+  readonly deadline: number
+}
+
+export class CoinDirectory extends Context.Service<CoinDirectory, {
+  /** Fails for a code the source does not quote; waits at most until `deadline` (a list's first load). */
+  readonly checkCurrency: (currency: string, deadline: number) => Effect.Effect<void, UnsupportedCurrencyError>
+  /** Symbols → coins. Fails (`unavailable`, a 503) only when a symbol needs a list never loaded. */
+  readonly resolve: (symbols: ReadonlyArray<string>, deadline: number) => Effect.Effect<Resolved, SourceError>
+}>()("app/rates/CoinDirectory") {}
+
+/** Latest price and % changes of one coin in one currency; null when the source lists no market for it. */
+export type Latest = {
+  readonly name: string
+  readonly price: number | null
+  readonly change24h: number | null
+  readonly change7d: number | null
+  readonly change30d: number | null
+} | null
+
+export interface PricesFound {
+  /** Per coin id; a missing id means "unavailable" (the source failed and no copy is held). */
+  readonly latest: ReadonlyMap<string, Served<Latest>>
+  /** The failure behind missing or stale entries, if the call failed. */
+  readonly failure: SourceError | undefined
+}
+
+/** Which source a port's values come from, and how its answers credit it. */
+export interface Sourcing {
+  readonly source: SourceName
+  readonly attribution: string
+}
+
+export class LatestPrices extends Context.Service<LatestPrices, Sourcing & {
+  /** Never fails: see `failure`. */
+  readonly latest: (ids: ReadonlyArray<string>, currency: string, spend: Spend) => Effect.Effect<PricesFound>
+}>()("app/rates/LatestPrices") {}
+
+/** Daily points `[00:00 UTC, price]`, oldest first, a year of them; null when the source has no such coin. */
+export type Chart = ReadonlyArray<DailyPoint> | null
+
+export class DailyPoints extends Context.Service<DailyPoints, Sourcing & {
+  /** Per coin id: its series, or why it could not be had. */
+  readonly series: (ids: ReadonlyArray<string>, currency: string, spend: Spend) => Effect.Effect<ReadonlyMap<string, Result.Result<Served<Chart>, SourceError>>>
+}>()("app/rates/DailyPoints") {}
+
+/** A coin to serve: the symbol asked and the coin it resolved to. */
+export interface WantedCoin {
+  readonly symbol: string
+  readonly id: string
+}
+
+/** One coin as a second source serves it: whole, so that the rate names one source. */
+export interface SecondRate {
+  readonly name: string
+  readonly price: number
+  readonly change: { readonly "24h": number | null; readonly "7d": number | null; readonly "30d": number | null }
+  /** The year of daily points `[00:00 UTC, price]`, oldest first: the caller keeps the last `days`. */
+  readonly series: ReadonlyArray<DailyPoint>
+  /** When its price was observed (epoch ms). */
+  readonly asOf: number
+  /** Until when an answer made of it may be repeated: short, so that the first source serves again soon. */
+  readonly holdsUntil: number
+}
+
+export type SecondOutcome =
+  | { readonly _tag: "Served"; readonly rate: SecondRate }
+  | { readonly _tag: "Failed"; readonly error: SourceError }
+
+export class SecondSource extends Context.Service<SecondSource, {
+  /** Which source it is, and its attribution; none: the first source's failures reach the caller as they are. */
+  readonly sourcing: Sourcing | undefined
+  /**
+   * Per coin id, its rate in `currency` (lower-case), or why not: kind `not-found` when the source does
+   * not list the coin in that currency. Stops waiting at `deadline` (epoch ms). Never fails as a whole.
+   */
+  readonly ratesFor: (coins: ReadonlyArray<WantedCoin>, currency: string, deadline: number) => Effect.Effect<ReadonlyMap<string, SecondOutcome>>
+}>()("app/rates/SecondSource") {
+  /** No second source (`RATES_FALLBACK=none`). */
+  static readonly layerNone: Layer.Layer<SecondSource> = Layer.succeed(SecondSource)({
+    sourcing: undefined,
+    ratesFor: () => Effect.succeed(new Map())
+  })
+}

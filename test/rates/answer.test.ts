@@ -1,0 +1,98 @@
+/**
+ * answer.ts with a second source (issue 22): which coins CoinGecko could not serve fresh, a rate per
+ * source, the answer's `source` and `attribution`, and CoinGecko's verdict when neither source can
+ * serve a coin (C4 "Second source", amended: 502 for a failure, 503 with the shorter wait otherwise).
+ */
+import { describe, expect, it } from "vitest"
+import { Result } from "effect"
+import { answerSource, assembleAnswer, type Gathered, notServedFresh } from "../../src/rates/answer.ts"
+import type { SecondOutcome } from "../../src/rates/ports.ts"
+import { type SourceFailureKind, SourceError } from "../../src/rates/upstream.ts"
+
+const DAY = 86_400_000
+const T = Date.UTC(2026, 10, 22, 10)
+const series = [[T - 10 * 3_600_000 - DAY, 100], [T - 10 * 3_600_000, 110]] as const
+const resolved = { coins: new Map([["BTC", { id: "bitcoin", name: "Bitcoin" }], ["ETH", { id: "ethereum", name: "Ethereum" }], ["FOO", null]]) }
+const fresh = <A>(value: A) => ({ value, storedAt: T, stale: false, holdsUntil: T + 60_000 })
+const latestOf = (price: number) => fresh({ name: "x", price, change24h: 1, change7d: 2, change30d: 3 })
+type ChartOutcome = Gathered["charts"] extends ReadonlyMap<string, infer C> ? C : never
+const chartsOf = (entries: ReadonlyArray<readonly [string, ChartOutcome]>): Gathered["charts"] => new Map(entries)
+const coinGecko = (kind: SourceFailureKind, retryAfterSeconds = 0) => new SourceError({ source: "coingecko", kind, detail: kind, retryAfterSeconds })
+const coinbase = (kind: SourceFailureKind, retryAfterSeconds = 0) => new SourceError({ source: "coinbase", kind, detail: kind, retryAfterSeconds })
+const down = coinGecko("rate-limited", 30)
+const first = { source: "coingecko" as const, attribution: "Data provided by CoinGecko" }
+const secondSourcing = { source: "coinbase" as const, attribution: "Data provided by Coinbase Exchange" }
+
+const gathered = (overrides: Partial<Gathered>): Gathered => ({
+  query: { symbols: ["BTC", "ETH", "FOO"], currency: "usd", days: 2 },
+  startedAt: T,
+  first,
+  secondSourcing,
+  resolved,
+  latest: { latest: new Map([["bitcoin", latestOf(64_000)], ["ethereum", latestOf(3_000)]]), failure: undefined },
+  charts: chartsOf([["bitcoin", Result.succeed(fresh(series))], ["ethereum", Result.succeed(fresh(series))]]),
+  ...overrides
+})
+
+const coinbaseRate: SecondOutcome = {
+  _tag: "Served",
+  rate: { name: "Ethereum", price: 3_001, change: { "24h": 0.5, "7d": null, "30d": null }, series, asOf: T + 5, holdsUntil: T + 30_000 }
+}
+
+describe("answer with a second source", () => {
+  it("asks nothing when CoinGecko served every coin fresh", () => {
+    const g = gathered({})
+    expect(notServedFresh(g.resolved, g.latest, g.charts)).toEqual([])
+  })
+
+  it("asks for coins whose chart failed, whose copy is stale, or whose latest call failed; never for a 404", () => {
+    const g = gathered({
+      latest: { latest: new Map([["bitcoin", { ...latestOf(1), stale: true }]]), failure: down },
+      charts: chartsOf([["bitcoin", Result.succeed(fresh(series))], ["ethereum", Result.fail(down)]])
+    })
+    expect(notServedFresh(g.resolved, g.latest, g.charts)).toEqual([{ symbol: "BTC", id: "bitcoin" }, { symbol: "ETH", id: "ethereum" }])
+    const missing = gathered({ charts: chartsOf([["bitcoin", Result.succeed(fresh(null))], ["ethereum", Result.succeed(fresh(series))]]) })
+    expect(notServedFresh(missing.resolved, missing.latest, missing.charts)).toEqual([])
+  })
+
+  it("one rate from each: source mixed, both attributed, the Coinbase rate held no longer than its minute", () => {
+    const answer = assembleAnswer(gathered({ second: new Map([["ethereum", coinbaseRate]]) }))
+    if (Result.isFailure(answer)) throw answer.failure
+    const { freshUntil, result } = answer.success
+    expect(result.rates.map((r) => [r.symbol, r.source, r.price])).toEqual([["BTC", "coingecko", 64_000], ["ETH", "coinbase", 3_001]])
+    expect(result.source).toBe("mixed")
+    expect(result.attribution).toBe("Data provided by CoinGecko; Data provided by Coinbase Exchange")
+    expect(result.unknown).toEqual(["FOO"])
+    expect(freshUntil).toBe(T + 30_000)
+  })
+
+  const failing = (firstError: SourceError, secondError: SourceError): Gathered =>
+    gathered({
+      charts: chartsOf([["bitcoin", Result.succeed(fresh(series))], ["ethereum", Result.fail(firstError)]]),
+      second: new Map([["ethereum", { _tag: "Failed", error: secondError }]])
+    })
+  const verdict = (g: Gathered) => {
+    const answer = assembleAnswer(g)
+    return Result.isFailure(answer) ? answer.failure : undefined
+  }
+
+  it("neither source, CoinGecko unable to be asked: 503 with the shorter wait; a source that does not list the coin has none", () => {
+    expect(verdict(failing(down, coinbase("rate-limited", 2)))).toMatchObject({ _tag: "RatesUnavailableError", retryAfterSeconds: 2 })
+    expect(verdict(failing(down, coinbase("not-found")))).toMatchObject({ _tag: "RatesUnavailableError", retryAfterSeconds: 30 })
+    expect(verdict(failing(coinGecko("circuit-open", 20), coinbase("transient")))).toMatchObject({ _tag: "RatesUnavailableError", retryAfterSeconds: 1 })
+  })
+
+  it("neither source, CoinGecko failing: its 502 stands, whatever Coinbase did (a rejected key stays visible)", () => {
+    for (const kind of ["transient", "invalid-response", "rejected"] as const) {
+      for (const second of [coinbase("transient"), coinbase("rate-limited", 2), coinbase("not-found"), coinbase("unavailable", 10)]) {
+        expect(verdict(failing(coinGecko(kind), second)), `${kind} × ${second.kind}`).toMatchObject({ _tag: "RatesUpstreamError" })
+      }
+    }
+  })
+
+  it("names the answer's source", () => {
+    expect(answerSource(new Set(), "coingecko")).toBe("coingecko")
+    expect(answerSource(new Set(["coinbase"] as const), "coingecko")).toBe("coinbase")
+    expect(answerSource(new Set(["coinbase", "coingecko"] as const), "coingecko")).toBe("mixed")
+  })
+})

@@ -1,0 +1,218 @@
+/**
+ * The Coinbase client while the emulated Coinbase misbehaves or is pressed: each fault is its typed
+ * error (retried only when transient), a slow Coinbase times out within the attempt timeout, the
+ * breaker opens after repeated failures, a failing product list neither opens it nor loses its last
+ * good copy, and a burst of calls stays inside Coinbase's public limit of 10 a second.
+ */
+import { afterAll, assert, beforeAll, beforeEach, describe, it } from "@effect/vitest"
+import { randomUUID } from "node:crypto"
+import { NodeHttpClient } from "@effect/platform-node"
+import * as NodeRedis from "@effect/platform-node/NodeRedis"
+import { Context, Effect, Layer } from "effect"
+import { CoinbaseClient } from "../../../src/rates/coinbase/CoinbaseClient.ts"
+import type { SourceError, SourceFailureKind } from "../../../src/rates/upstream.ts"
+import { CoinbaseConfig } from "../../../src/rates/coinbase/CoinbaseConfig.ts"
+import { configFrom } from "../../support/config.ts"
+import { type CoinbaseEmulator, type CoinbaseFaultMode, startCoinbaseEmulator } from "../../emulators/coinbase.ts"
+import { coinbasePrice, DAY_MS, emulatedProducts, startOfUtcDay } from "../../emulators/coinbase-data.ts"
+import { coinbaseClient, fastGuards, products, timed } from "./support.ts"
+import { EMULATOR_NOW } from "../helpers.ts"
+
+let emulator: CoinbaseEmulator
+const TODAY = startOfUtcDay(EMULATOR_NOW)
+const SLOW_PRODUCT = "/products/ETH-USD"
+
+beforeAll(async () => {
+  emulator = await startCoinbaseEmulator({ now: EMULATOR_NOW })
+})
+afterAll(() => emulator.close())
+beforeEach(() => {
+  emulator.setFault("none")
+  emulator.setLatency(SLOW_PRODUCT, 0)
+  emulator.setRateLimit(true)
+  emulator.resetStats()
+})
+
+const calls = (path: string) => emulator.stats().byPath[path] ?? 0
+
+interface FaultCase {
+  readonly mode: CoinbaseFaultMode
+  readonly kind: SourceFailureKind
+  /** Calls that reached Coinbase: 2 when retried once, 1 when not. */
+  readonly upstreamCalls: number
+}
+
+const faultCases: ReadonlyArray<FaultCase> = [
+  { mode: "5xx", kind: "transient", upstreamCalls: 2 },
+  { mode: "hang", kind: "transient", upstreamCalls: 2 },
+  { mode: "reset", kind: "transient", upstreamCalls: 2 },
+  { mode: "truncated", kind: "invalid-response", upstreamCalls: 1 },
+  { mode: "wrong-shape", kind: "invalid-response", upstreamCalls: 1 },
+  { mode: "429", kind: "rate-limited", upstreamCalls: 1 }
+]
+
+describe("each Coinbase fault is its typed error, fast", () => {
+  for (const { kind, mode, upstreamCalls } of faultCases) {
+    for (const call of ["candles", "ticker", "stats"] as const) {
+      it.live(`${mode} on ${call} → ${kind}`, () =>
+        Effect.gen(function*() {
+          const client = yield* CoinbaseClient
+          emulator.setFault({ mode, paths: ["/products/BTC-USD/"] })
+          const { elapsedMs, result } = yield* timed(
+            Effect.asVoid<unknown, SourceError, never>(
+              call === "candles"
+                ? client.dailyCandles("BTC-USD", TODAY - 6 * DAY_MS, TODAY)
+                : call === "ticker"
+                ? client.ticker("BTC-USD")
+                : client.stats("BTC-USD")
+            )
+          )
+          assert.strictEqual(result._tag, "Failure")
+          if (result._tag === "Failure") {
+            assert.strictEqual(result.failure._tag, "SourceError")
+            assert.strictEqual(result.failure.kind, kind, result.failure.message)
+            if (kind === "rate-limited") assert.strictEqual(result.failure.retryAfterSeconds, 2)
+          }
+          assert.strictEqual(calls(`/products/BTC-USD/${call}`), upstreamCalls)
+          assert.isBelow(elapsedMs, 1_500)
+        }).pipe(Effect.provide(coinbaseClient(emulator.url, fastGuards))))
+    }
+  }
+
+  it.live("after a 429 nobody calls Coinbase until the cool-down has passed", () =>
+    Effect.gen(function*() {
+      const client = yield* CoinbaseClient
+      emulator.setFault({ mode: "429", times: 1, paths: ["/products/BTC-USD/"] })
+      assert.strictEqual((yield* Effect.flip(client.ticker("BTC-USD"))).kind, "rate-limited")
+      const held = yield* Effect.flip(client.ticker("ETH-USD"))
+      assert.deepInclude(held, { kind: "rate-limited" })
+      assert.include(held.detail, "cooling down")
+      assert.strictEqual(calls("/products/ETH-USD/ticker"), 0)
+      yield* Effect.sleep("2100 millis")
+      assert.strictEqual((yield* client.ticker("ETH-USD")).price, coinbasePrice("ETH-USD", EMULATOR_NOW))
+    }).pipe(Effect.provide(coinbaseClient(emulator.url, fastGuards))))
+
+  it.live("a slow Coinbase (5 s) is a timeout within the attempt timeout", () =>
+    Effect.gen(function*() {
+      const client = yield* CoinbaseClient
+      emulator.setLatency(SLOW_PRODUCT, 5_000)
+      const { elapsedMs, result } = yield* timed(client.stats("ETH-USD"))
+      assert.strictEqual(result._tag, "Failure")
+      if (result._tag === "Failure") {
+        assert.strictEqual(result.failure.kind, "transient")
+        assert.include(result.failure.detail, "no answer within 800 ms")
+      }
+      assert.isAtLeast(elapsedMs, 790)
+      assert.isBelow(elapsedMs, 1_500)
+    }).pipe(Effect.provide(coinbaseClient(emulator.url, { ...fastGuards, attemptTimeoutMs: 800, retries: 0 }))))
+
+  it.live("the breaker opens after repeated failures: then no call reaches Coinbase, for any product", () =>
+    Effect.gen(function*() {
+      const client = yield* CoinbaseClient
+      emulator.setFault({ mode: "5xx", paths: ["/products/"] })
+      for (let i = 0; i < 3; i++) assert.strictEqual((yield* Effect.flip(client.ticker("BTC-USD"))).kind, "transient")
+      assert.strictEqual(calls("/products/BTC-USD/ticker"), 3)
+      for (const product of ["BTC-USD", "ETH-EUR"]) {
+        const refused = yield* Effect.flip(client.stats(product))
+        assert.strictEqual(refused.kind, "circuit-open")
+        assert.isAtLeast(refused.retryAfterSeconds, 9)
+        assert.isAtMost(refused.retryAfterSeconds, 10)
+      }
+      assert.strictEqual(emulator.stats().total, 3 + (calls("/products")), "only the three failed calls and the list")
+    }).pipe(Effect.provide(coinbaseClient(emulator.url, { ...fastGuards, retries: 0, breakerFailures: 3, breakerOpenMs: 10_000 }))))
+})
+
+describe("the product list", () => {
+  const soon = () => Date.now() + 300
+  it.live("failing to load: `unavailable` with a Retry-After, data calls unaffected (not in the breaker), then loaded when due", () =>
+    Effect.gen(function*() {
+      emulator.setFault({ mode: "5xx", paths: ["/products$"] })
+      const client = yield* CoinbaseClient
+      const list = yield* products
+      for (let i = 0; i < 3; i++) {
+        const error = yield* Effect.flip(list.productFor("BTC", "USD", soon()))
+        assert.deepInclude(error, { kind: "unavailable", retryAfterSeconds: 1 })
+      }
+      assert.strictEqual(calls("/products"), 1, "failures remembered: no second try before the back-off")
+      assert.strictEqual((yield* client.ticker("BTC-USD")).price, coinbasePrice("BTC-USD", EMULATOR_NOW))
+      emulator.setFault("none")
+      yield* Effect.sleep("450 millis")
+      assert.deepStrictEqual(yield* list.productFor("BTC", "USD", soon()), { id: "BTC-USD", base: "BTC", quote: "USD" })
+      assert.strictEqual(calls("/products"), 2)
+    }).pipe(Effect.provide(coinbaseClient(emulator.url, { ...fastGuards, breakerFailures: 1, productsRetryMs: 400 })), Effect.scoped))
+
+  it.live("a failed reload keeps the last good copy", () =>
+    Effect.gen(function*() {
+      const list = yield* products
+      const first = yield* list.productFor("BTC", "USD", soon())
+      emulator.setFault({ mode: "5xx", paths: ["/products$"] })
+      yield* Effect.sleep("350 millis")
+      assert.strictEqual(yield* list.productFor("BTC", "USD", soon()), first, "served while the reload runs")
+      yield* Effect.sleep("100 millis")
+      assert.strictEqual(yield* list.productFor("BTC", "USD", soon()), first, "kept after the reload failed")
+      assert.strictEqual(calls("/products"), 2)
+      assert.strictEqual(emulator.stats().byStatus["503"], 1)
+    }).pipe(Effect.provide(coinbaseClient(emulator.url, { ...fastGuards, productsRefreshMs: 300 })), Effect.scoped))
+})
+
+describe("Coinbase's public limit (10 requests/s per address, bursts to 15)", () => {
+  const fortyProducts = emulatedProducts.filter((p) => p.quote === "USD" || p.quote === "EUR").map((p) => p.id).slice(0, 40)
+  const burst = Effect.gen(function*() {
+    const client = yield* CoinbaseClient
+    yield* client.products
+    emulator.resetStats()
+    return yield* timed(Effect.forEach(fortyProducts, (id) => client.dailyCandles(id, TODAY - 29 * DAY_MS, TODAY), { concurrency: "unbounded" }))
+  })
+
+  it.live("a burst of 40 concurrent candle calls is spaced to the limit: no 429", () =>
+    Effect.gen(function*() {
+      assert.strictEqual(new Set(fortyProducts).size, 40)
+      const { elapsedMs, result } = yield* burst
+      assert.strictEqual(result._tag, "Success", result._tag === "Failure" ? result.failure.message : "")
+      const stats = emulator.stats()
+      assert.strictEqual(stats.total, 40)
+      assert.deepStrictEqual(stats.byStatus, { "200": 40 })
+      // A full bucket of 10, then one every 100 ms.
+      assert.isAtLeast(elapsedMs, 2_800)
+    }).pipe(Effect.provide(coinbaseClient(emulator.url))))
+
+  it.live("the same burst without our bucket would be refused (the check above can fail)", () =>
+    Effect.gen(function*() {
+      yield* burst
+      assert.isAbove(emulator.stats().byStatus["429"] ?? 0, 0)
+    }).pipe(Effect.provide(coinbaseClient(emulator.url, { callsPerSecond: 1_000, maxConcurrency: 40, retries: 0 }))))
+})
+
+describe("Coinbase's public limit across instances (REDIS_URL)", () => {
+  const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
+  const fortyProducts = emulatedProducts.filter((p) => p.quote === "USD" || p.quote === "EUR").map((p) => p.id).slice(0, 40)
+  /** One instance behind the same address: its own client, the bucket and breaker in the shared Redis. */
+  const instance = (keyPrefix: string) =>
+    Layer.build(CoinbaseClient.layerRedis(keyPrefix).pipe(
+      Layer.provide(CoinbaseConfig.layerWith({}).pipe(Layer.provide(configFrom({ COINBASE_BASE_URL: emulator.url })))),
+      Layer.provide(Layer.merge(NodeHttpClient.layerUndici, NodeRedis.layer({ url: redisUrl })))
+    ))
+
+  it.live("two instances bursting together share one bucket of 10 a second: no 429", () =>
+    Effect.gen(function*() {
+      const keyPrefix = `test-coinbase-${randomUUID()}:`
+      const [a, b] = yield* Effect.all([instance(keyPrefix), instance(keyPrefix)])
+      const clients = [Context.get(a!, CoinbaseClient), Context.get(b!, CoinbaseClient)]
+      // The product lists first, without the emulator's limit (the test before may have spent its burst).
+      emulator.setRateLimit(false)
+      yield* clients[0]!.products
+      yield* clients[1]!.products
+      emulator.setRateLimit(true)
+      yield* Effect.sleep("1500 millis") // the address's burst of 15 back in full
+      emulator.resetStats()
+      const { elapsedMs, result } = yield* timed(Effect.forEach(
+        fortyProducts,
+        (id, i) => clients[i % 2]!.dailyCandles(id, TODAY - 29 * DAY_MS, TODAY),
+        { concurrency: "unbounded" }
+      ))
+      assert.strictEqual(result._tag, "Success", result._tag === "Failure" ? result.failure.message : "")
+      assert.deepStrictEqual(emulator.stats().byStatus, { "200": 40 })
+      // One bucket of 10 for both, then one every 100 ms; two buckets would take half as long.
+      assert.isAtLeast(elapsedMs, 2_800)
+    }).pipe(Effect.scoped))
+})

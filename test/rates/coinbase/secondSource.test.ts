@@ -1,0 +1,63 @@
+/**
+ * The second source as Coinbase serves it (coinbase/secondSource.ts) against the emulator: a whole rate
+ * per curated coin Coinbase lists in the currency (price and 24 h change from its stats, the series from
+ * its candles restamped at 00:00 UTC), `not-found` for the rest, and what it holds shared: identical
+ * concurrent requests make one candles call and one stats call, repeated ones within a minute none.
+ */
+import { afterAll, assert, beforeAll, beforeEach, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { SecondSource } from "../../../src/rates/ports.ts"
+import { type CoinbaseEmulator, startCoinbaseEmulator } from "../../emulators/coinbase.ts"
+import { coinbasePrice } from "../../emulators/coinbase-data.ts"
+import { EMULATOR_NOW } from "../helpers.ts"
+import { coinbaseSecondSource } from "./support.ts"
+
+let emulator: CoinbaseEmulator
+beforeAll(async () => {
+  emulator = await startCoinbaseEmulator({ now: EMULATOR_NOW })
+})
+afterAll(() => emulator.close())
+beforeEach(() => {
+  emulator.setFault("none")
+  emulator.resetStats()
+})
+
+const calls = (path: string) => emulator.stats().byPath[path] ?? 0
+const soon = () => Date.now() + 5_000
+
+describe("the second source served by Coinbase", () => {
+  it.live("a whole rate for a curated coin Coinbase lists; not-found for one it does not, or an uncurated ticker", () =>
+    Effect.gen(function*() {
+      const second = yield* SecondSource
+      assert.deepStrictEqual(second.sourcing, { source: "coinbase", attribution: "Data provided by Coinbase Exchange" })
+      const outcomes = yield* second.ratesFor([{ symbol: "ETH", id: "ethereum" }, { symbol: "BNB", id: "binancecoin" }, { symbol: "ETH", id: "bridged-eth" }], "eur", soon())
+      const eth = outcomes.get("ethereum")!
+      assert.strictEqual(eth._tag, "Served")
+      if (eth._tag === "Served") {
+        assert.strictEqual(eth.rate.price, coinbasePrice("ETH-EUR", EMULATOR_NOW))
+        assert.strictEqual(eth.rate.name, "Ethereum")
+        assert.isAtLeast(eth.rate.series.length, 300)
+        assert.isTrue(eth.rate.series.every(([day]) => day % 86_400_000 === 0))
+        assert.strictEqual(eth.rate.holdsUntil - eth.rate.asOf, 60_000)
+      }
+      for (const id of ["binancecoin", "bridged-eth"]) {
+        const outcome = outcomes.get(id)!
+        assert.strictEqual(outcome._tag === "Failed" ? outcome.error.kind : "served", "not-found", id)
+      }
+    }).pipe(Effect.provide(coinbaseSecondSource(emulator.url))))
+
+  it.live("identical concurrent requests share one candles call and one stats call; a repeat within the minute makes none", () =>
+    Effect.gen(function*() {
+      const second = yield* SecondSource
+      emulator.setLatency("/products/LTC-EUR", 150)
+      const ask = second.ratesFor([{ symbol: "LTC", id: "litecoin" }], "eur", soon())
+      const answers = yield* Effect.all(Array.from({ length: 8 }, () => ask), { concurrency: "unbounded" })
+      emulator.setLatency("/products/LTC-EUR", 0)
+      for (const answer of answers) assert.strictEqual(answer.get("litecoin")?._tag, "Served")
+      // One fetch of the series: a year is two windows of at most 300 candles.
+      assert.strictEqual(calls("/products/LTC-EUR/candles"), 2)
+      assert.strictEqual(calls("/products/LTC-EUR/stats"), 1)
+      yield* ask
+      assert.strictEqual(calls("/products/LTC-EUR/candles") + calls("/products/LTC-EUR/stats"), 3)
+    }).pipe(Effect.provide(coinbaseSecondSource(emulator.url))))
+})

@@ -1,0 +1,107 @@
+/**
+ * Single flight in copies/Copies.ts: concurrent readers of a key share one fetch; cold keys read
+ * together share one fetch when batched, one each otherwise; a key being fetched is joined, not fetched
+ * again; a reader after a flight ended starts a new one, even right after a failure; a reader giving up
+ * neither cancels the fetch nor loses what it brings; a failing fetch serves the last good copy, stale.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Duration, Effect, Exit, Fiber, Schema } from "effect"
+import { TestClock } from "effect/testing"
+import { makeCopies } from "../../../src/rates/copies/Copies.ts"
+import { CopyStore } from "../../../src/rates/copies/CopyStore.ts"
+import { entryOf, freshFor } from "../../../src/rates/copies/entry.ts"
+import { Charge, SourceError } from "../../../src/rates/upstream.ts"
+
+const far = Number.MAX_SAFE_INTEGER
+const charge = Charge.request("ip:192.0.2.1")
+
+/** Copies of numbers whose fetch the test holds at `gate` and counts: each call, with the keys it was asked. */
+const counted = (options: { readonly batched?: boolean; readonly fail?: () => boolean } = {}) =>
+  Effect.gen(function*() {
+    const gate = yield* Deferred.make<void>()
+    const calls: Array<ReadonlyArray<string>> = []
+    const copies = yield* makeCopies<string, number>({
+      name: "numbers",
+      source: "coingecko",
+      keyOf: (key) => `rates:v2:test:${key}`,
+      entry: entryOf(Schema.Finite),
+      timing: () => freshFor(Duration.minutes(1)),
+      fetch: (keys) =>
+        Effect.suspend(() => {
+          calls.push(keys)
+          return Deferred.await(gate).pipe(Effect.andThen(options.fail?.() === true
+            ? Effect.fail(new SourceError({ source: "coingecko", kind: "transient", detail: "test: down", retryAfterSeconds: 0 }))
+            : Effect.succeed(keys.map((key) => [key, key.length] as const))))
+        }),
+      batched: options.batched,
+      lastGoodMs: Duration.toMillis(Duration.hours(1)),
+      retryMs: 1_000
+    })
+    return { copies, calls, open: Deferred.succeed(gate, undefined) }
+  })
+
+describe("single flight in copies", () => {
+  it.effect("concurrent readers of one key share one fetch; other keys fetch on their own", () =>
+    Effect.gen(function*() {
+      const { calls, copies, open } = yield* counted()
+      const fibers = yield* Effect.forEach([..."aaaaab"].map((c, i) => c.repeat(i < 5 ? 1 : 2)), (key) =>
+        Effect.forkChild(copies.get(key, charge, far), { startImmediately: true }))
+      yield* open
+      const results = yield* Effect.forEach(fibers, Fiber.join)
+      assert.deepStrictEqual(results.map((r) => r.value), [1, 1, 1, 1, 1, 2])
+      assert.deepStrictEqual(calls, [["a"], ["bb"]])
+    }).pipe(Effect.provide(CopyStore.layerMemory()), Effect.scoped))
+
+  it.effect("batched: the cold keys of one read in one fetch; a key being fetched is joined", () =>
+    Effect.gen(function*() {
+      const { calls, copies, open } = yield* counted({ batched: true })
+      const first = yield* Effect.forkChild(copies.getAll(["a", "bb"], charge, far), { startImmediately: true })
+      const second = yield* Effect.forkChild(copies.getAll(["bb", "ccc"], charge, far), { startImmediately: true })
+      yield* open
+      const [one, two] = [yield* Fiber.join(first), yield* Fiber.join(second)]
+      assert.deepStrictEqual(calls, [["a", "bb"], ["ccc"]])
+      assert.deepStrictEqual([...one.served].map(([k, v]) => [k, v.value]), [["a", 1], ["bb", 2]])
+      assert.deepStrictEqual([...two.served].map(([k, v]) => [k, v.value]), [["bb", 2], ["ccc", 3]])
+    }).pipe(Effect.provide(CopyStore.layerMemory()), Effect.scoped))
+
+  it.effect("a reader after a flight ended starts a new one, even right after a failure", () =>
+    Effect.gen(function*() {
+      let failing = true
+      const { calls, copies, open } = yield* counted({ fail: () => failing })
+      yield* open
+      const first = yield* Effect.exit(copies.get("k", charge, far))
+      failing = false
+      const second = yield* copies.get("k", charge, far)
+      assert.isTrue(Exit.isFailure(first))
+      assert.strictEqual(second.value, 1)
+      assert.strictEqual(calls.length, 2)
+    }).pipe(Effect.provide(CopyStore.layerMemory()), Effect.scoped))
+
+  it.effect("a reader giving up (its deadline) neither cancels the fetch for the others nor loses its copy", () =>
+    Effect.gen(function*() {
+      const { calls, copies, open } = yield* counted()
+      const impatient = yield* Effect.forkChild(copies.get("k", charge, 1_000), { startImmediately: true })
+      const patient = yield* Effect.forkChild(copies.get("k", charge, far), { startImmediately: true })
+      yield* TestClock.adjust("1 second")
+      const gaveUp = yield* Fiber.await(impatient)
+      assert.isTrue(Exit.isFailure(gaveUp))
+      yield* open
+      assert.strictEqual((yield* Fiber.join(patient)).value, 1)
+      assert.strictEqual((yield* copies.get("k", charge, far)).value, 1, "the copy landed")
+      assert.strictEqual(calls.length, 1)
+    }).pipe(Effect.provide(CopyStore.layerMemory()), Effect.scoped))
+
+  it.effect("a fetch that fails once a copy expired serves that copy, stale, and nothing forever", () =>
+    Effect.gen(function*() {
+      let failing = false
+      const { copies, open } = yield* counted({ fail: () => failing })
+      yield* open
+      assert.isFalse((yield* copies.get("k", charge, far)).stale)
+      failing = true
+      yield* TestClock.adjust("2 minutes")
+      const stale = yield* copies.get("k", charge, far)
+      assert.deepStrictEqual([stale.value, stale.stale, stale.holdsUntil], [1, true, 0])
+      yield* TestClock.adjust("2 hours")
+      assert.isTrue(Exit.isFailure(yield* Effect.exit(copies.get("k", charge, far))), "no copy kept past lastGoodMs")
+    }).pipe(Effect.provide(CopyStore.layerMemory()), Effect.scoped))
+})

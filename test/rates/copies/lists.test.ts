@@ -1,0 +1,128 @@
+/**
+ * Lists held as copies (copies/Copies.ts with `pinned`, as the coin index, the currency list and
+ * Coinbase's product list are): loaded at start, failures remembered with a doubling wait, the last good
+ * copy served, reloaded when due while the held copy answers, a copy shared through the store adopted
+ * instead of fetched, a reader with nothing held waiting for the load running, until its deadline only.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Fiber, Layer, Option, Schema } from "effect"
+import { TestClock } from "effect/testing"
+import { makeCopies } from "../../../src/rates/copies/Copies.ts"
+import { CopyStore, type CopyStoreShape } from "../../../src/rates/copies/CopyStore.ts"
+import { entryOf } from "../../../src/rates/copies/entry.ts"
+import { Charge, SourceError } from "../../../src/rates/upstream.ts"
+
+/** A source's list whose answers the test scripts: a value, or "fail". */
+const scripted = (answers: Array<ReadonlyArray<string> | "fail">) => {
+  const state = { calls: 0 }
+  const fetch = Effect.suspend(() => {
+    const answer = answers[Math.min(state.calls++, answers.length - 1)]!
+    return answer === "fail"
+      ? Effect.fail(new SourceError({ source: "coingecko", kind: "transient", detail: "test: down", retryAfterSeconds: 0 }))
+      : Effect.succeed(answer)
+  })
+  return { state, fetch }
+}
+
+/** A store standing for Redis: `shared`, one map for every instance built on it. */
+const sharedStore = () => {
+  const entries = new Map<string, string>()
+  const shape: CopyStoreShape = {
+    get: (key) => Effect.sync(() => Option.map(Option.fromUndefinedOr(entries.get(key)), (json) => JSON.parse(json) as Schema.Json)),
+    set: (key, value) => Effect.sync(() => void entries.set(key, JSON.stringify(value))),
+    shared: true
+  }
+  return Layer.succeed(CopyStore)(shape)
+}
+
+const KEY = "rates:v2:test"
+
+/** A daily list, held as the directory holds its lists; `get` is a request's read of it. */
+const listOf = (fetch: Effect.Effect<ReadonlyArray<string>, SourceError>) =>
+  Effect.gen(function*() {
+    const copies = yield* makeCopies<string, ReadonlyArray<string>>({
+      name: "test list",
+      source: "coingecko",
+      keyOf: () => KEY,
+      entry: entryOf(Schema.Array(Schema.String)),
+      timing: () => ({ ttl: Duration.hours(24), refreshAhead: Duration.zero, grace: Duration.days(7) }),
+      fetch: () => Effect.map(fetch, (value) => [[KEY, value] as const]),
+      lastGoodMs: Duration.toMillis(Duration.days(7)),
+      retryMs: 10_000,
+      pinned: true
+    })
+    yield* copies.warm(KEY)
+    return {
+      get: (deadline: number) => Effect.match(copies.get(KEY, Charge.background, deadline), { onFailure: () => undefined, onSuccess: (held) => held.value }),
+      retryAfterSeconds: copies.retryAfterSeconds(KEY)
+    }
+  })
+
+const far = Date.now() + 60_000
+
+describe("lists held as copies", () => {
+  it.effect("a failure is remembered: nothing is asked again before the wait, which doubles", () => {
+    const source = scripted(["fail", "fail", ["usd"]])
+    return Effect.gen(function*() {
+      const list = yield* listOf(source.fetch)
+      assert.strictEqual(source.state.calls, 1, "loaded at start")
+      for (let i = 0; i < 20; i++) assert.isUndefined(yield* list.get(far))
+      assert.strictEqual(source.state.calls, 1)
+      assert.strictEqual(yield* list.retryAfterSeconds, 10)
+      yield* TestClock.adjust("10 seconds")
+      assert.isUndefined(yield* list.get(far))
+      assert.strictEqual(source.state.calls, 2)
+      assert.strictEqual(yield* list.retryAfterSeconds, 20)
+      yield* TestClock.adjust("19 seconds")
+      assert.isUndefined(yield* list.get(far))
+      assert.strictEqual(source.state.calls, 2)
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(yield* list.get(far), ["usd"])
+      assert.strictEqual(source.state.calls, 3)
+    }).pipe(Effect.provide(CopyStore.layerMemory()), Effect.scoped)
+  })
+
+  it.effect("reloads once a day, answering from the copy held meanwhile, and keeps it when the reload fails", () => {
+    const source = scripted([["usd"], "fail", ["usd", "eur"]])
+    return Effect.gen(function*() {
+      const list = yield* listOf(source.fetch)
+      assert.deepStrictEqual(yield* list.get(far), ["usd"])
+      yield* TestClock.adjust("23 hours")
+      assert.deepStrictEqual(yield* list.get(far), ["usd"])
+      assert.strictEqual(source.state.calls, 1)
+      yield* TestClock.adjust("2 hours")
+      assert.deepStrictEqual(yield* list.get(far), ["usd"], "the last good copy while the reload fails")
+      assert.strictEqual(source.state.calls, 2)
+      yield* TestClock.adjust("10 seconds")
+      yield* list.get(far)
+      assert.deepStrictEqual(yield* list.get(far), ["usd", "eur"])
+      assert.strictEqual(source.state.calls, 3)
+    }).pipe(Effect.provide(CopyStore.layerMemory()), Effect.scoped)
+  })
+
+  it.effect("an instance adopts the copy another stored instead of fetching its own", () => {
+    const first = scripted([["usd", "eur"]])
+    const second = scripted([["never"]])
+    return Effect.gen(function*() {
+      const one = yield* listOf(first.fetch)
+      assert.deepStrictEqual(yield* one.get(far), ["usd", "eur"])
+      const two = yield* listOf(second.fetch)
+      assert.deepStrictEqual(yield* two.get(far), ["usd", "eur"])
+      assert.strictEqual(second.state.calls, 0)
+    }).pipe(Effect.provide(sharedStore()), Effect.scoped)
+  })
+
+  it.effect("a request finding nothing held waits for the load running, until its deadline only", () => {
+    const slow = { calls: 0 }
+    const fetch = Effect.sleep("5 seconds").pipe(Effect.andThen(Effect.sync(() => (slow.calls++, ["usd"]))))
+    return Effect.gen(function*() {
+      const list = yield* listOf(fetch)
+      const waiting = yield* Effect.forkChild(list.get(2_000))
+      yield* TestClock.adjust("2 seconds")
+      assert.isUndefined(yield* Fiber.join(waiting), "gave up at its deadline")
+      yield* TestClock.adjust("3 seconds")
+      assert.deepStrictEqual(yield* list.get(0), ["usd"], "the load went on and landed")
+      assert.strictEqual(slow.calls, 1)
+    }).pipe(Effect.provide(CopyStore.layerMemory()), Effect.scoped)
+  })
+})

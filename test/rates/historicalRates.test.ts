@@ -1,0 +1,162 @@
+/**
+ * The rates use case (src/rates/historicalRates.ts) over recording fakes of its ports, each a Layer: one
+ * cold request visits them in the order its file reads, each once, for all its coins at once; who pays is
+ * decided there (the request's caller, for every step that fetches); a second source is asked only for
+ * what the first could not serve fresh, and the answer is remembered last.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Result } from "effect"
+import { TestClock } from "effect/testing"
+import { RatesAnswerMemo } from "../../src/rates/answerMemo.ts"
+import * as HistoricalRates from "../../src/rates/historicalRates.ts"
+import { type Chart, CoinDirectory, DailyPoints, type Latest, LatestPrices, SecondSource, type Served, type Spend } from "../../src/rates/ports.ts"
+import { RatesProvider } from "../../src/rates/RatesProvider.ts"
+import { SourceError } from "../../src/rates/upstream.ts"
+
+const NOW = Date.UTC(2026, 11, 1, 10)
+const DAY = 86_400_000
+const BUDGET_MS = 9_000
+
+interface Visit {
+  readonly port: string
+  readonly args: ReadonlyArray<unknown>
+}
+
+/** Fakes of every port, recording each visit; `failing` coins have no series from the first source. */
+const recordingPorts = (options: { readonly failing?: ReadonlyArray<string>; readonly second?: boolean } = {}) => {
+  const visits: Array<Visit> = []
+  const visit = (port: string, ...args: ReadonlyArray<unknown>) => Effect.sync(() => void visits.push({ port, args }))
+  const fresh = <A>(value: A): Served<A> => ({ value, storedAt: NOW, stale: false, holdsUntil: NOW + 60_000 })
+  const coins = new Map([["BTC", { id: "bitcoin", name: "Bitcoin" }], ["ETH", { id: "ethereum", name: "Ethereum" }]])
+  const first = { source: "coingecko" as const, attribution: "Data provided by CoinGecko" }
+  const layer = Layer.mergeAll(
+    Layer.succeed(CoinDirectory)({
+      checkCurrency: (currency, deadline) => visit("CoinDirectory.checkCurrency", currency, deadline),
+      resolve: (symbols, deadline) =>
+        Effect.as(visit("CoinDirectory.resolve", symbols, deadline), { coins: new Map(symbols.map((s) => [s, coins.get(s) ?? null] as const)) })
+    }),
+    Layer.succeed(LatestPrices)({
+      ...first,
+      latest: (ids, currency, spend) =>
+        Effect.as(visit("LatestPrices.latest", ids, currency, spend), {
+          latest: new Map(ids.map((id) => [id, fresh<Latest>({ name: id, price: 100, change24h: 1, change7d: 2, change30d: 3 })] as const)),
+          failure: undefined
+        })
+    }),
+    Layer.succeed(DailyPoints)({
+      ...first,
+      series: (ids, currency, spend) =>
+        Effect.as(
+          visit("DailyPoints.series", ids, currency, spend),
+          new Map(ids.map((id) => [
+            id,
+            options.failing?.includes(id)
+              ? Result.fail(new SourceError({ source: "coingecko", kind: "transient", detail: "test: down", retryAfterSeconds: 0 }))
+              : Result.succeed(fresh<Chart>([[NOW - NOW % DAY - DAY, 90], [NOW - NOW % DAY, 95]]))
+          ] as const))
+        )
+    }),
+    options.second === false ? SecondSource.layerNone : Layer.succeed(SecondSource)({
+      sourcing: { source: "coinbase", attribution: "Data provided by Coinbase Exchange" },
+      ratesFor: (wanted, currency, deadline) =>
+        Effect.as(
+          visit("SecondSource.ratesFor", wanted, currency, deadline),
+          new Map(wanted.map((coin) => [coin.id, {
+            _tag: "Served" as const,
+            rate: { name: coin.symbol, price: 99, change: { "24h": null, "7d": null, "30d": null }, series: [[NOW - NOW % DAY, 94] as const], asOf: NOW, holdsUntil: NOW + 60_000 }
+          }] as const))
+        )
+    }),
+    Layer.effect(
+      RatesAnswerMemo,
+      Effect.map(RatesAnswerMemo, (memo) => ({
+        ...memo,
+        remember: (query, answer) => {
+          visits.push({ port: "RatesAnswerMemo.remember", args: [query] })
+          return memo.remember(query, answer)
+        }
+      }))
+    ).pipe(Layer.provide(RatesAnswerMemo.layer))
+  )
+  return { layer, visits }
+}
+
+const useCase = (ports: Layer.Layer<CoinDirectory | LatestPrices | DailyPoints | SecondSource | RatesAnswerMemo>) =>
+  HistoricalRates.layer({ requestBudgetMs: BUDGET_MS }).pipe(Layer.provide(ports))
+
+const ask = Effect.flatMap(RatesProvider, (rates) => rates.historical({ symbols: ["BTC", "ETH"], currency: "usd", days: 7, caller: "ip:198.51.100.7" }))
+
+describe("the rates use case over its ports", () => {
+  it.effect("one cold request visits each port once, in the order of its steps, for all its coins", () => {
+    const ports = recordingPorts()
+    return Effect.gen(function*() {
+      yield* TestClock.setTime(NOW)
+      const { result } = yield* ask
+      assert.deepStrictEqual(ports.visits.map((v) => v.port), [
+        "CoinDirectory.checkCurrency",
+        "CoinDirectory.resolve",
+        "LatestPrices.latest",
+        "DailyPoints.series",
+        "RatesAnswerMemo.remember"
+      ])
+      assert.deepStrictEqual(ports.visits[2]!.args.slice(0, 2), [["bitcoin", "ethereum"], "usd"])
+      assert.deepStrictEqual(ports.visits[3]!.args.slice(0, 2), [["bitcoin", "ethereum"], "usd"])
+      assert.deepStrictEqual(result.rates.map((r) => [r.symbol, r.source, r.price]), [["BTC", "coingecko", 100], ["ETH", "coingecko", 100]])
+    }).pipe(Effect.provide(useCase(ports.layer)))
+  })
+
+  it.effect("who pays is decided by the use case: the request's caller, the same charge for every fetching step", () => {
+    const ports = recordingPorts()
+    return Effect.gen(function*() {
+      yield* TestClock.setTime(NOW)
+      yield* ask
+      const prices = ports.visits[2]!.args[2] as Spend
+      const points = ports.visits[3]!.args[2] as Spend
+      assert.deepInclude(prices.charge, { _tag: "Request", caller: "ip:198.51.100.7" })
+      assert.strictEqual(points.charge, prices.charge, "one request, one charge: its failures count once in a breaker")
+      // With a second source, the first has two thirds of the request's budget; the lists a third.
+      assert.strictEqual(prices.deadline, NOW + (BUDGET_MS * 2) / 3)
+      assert.strictEqual(ports.visits[0]!.args[1], NOW + BUDGET_MS / 3)
+    }).pipe(Effect.provide(useCase(ports.layer)))
+  })
+
+  it.effect("a coin the first source cannot serve is asked of the second, once, after the first's steps and before the answer is remembered", () => {
+    const ports = recordingPorts({ failing: ["ethereum"] })
+    return Effect.gen(function*() {
+      yield* TestClock.setTime(NOW)
+      const { result } = yield* ask
+      assert.deepStrictEqual(ports.visits.map((v) => v.port), [
+        "CoinDirectory.checkCurrency",
+        "CoinDirectory.resolve",
+        "LatestPrices.latest",
+        "DailyPoints.series",
+        "SecondSource.ratesFor",
+        "RatesAnswerMemo.remember"
+      ])
+      assert.deepStrictEqual(ports.visits[4]!.args.slice(0, 2), [[{ symbol: "ETH", id: "ethereum" }], "usd"])
+      assert.deepStrictEqual(result.rates.map((r) => [r.symbol, r.source]), [["BTC", "coingecko"], ["ETH", "coinbase"]])
+      assert.strictEqual(result.source, "mixed")
+    }).pipe(Effect.provide(useCase(ports.layer)))
+  })
+
+  it.effect("without a second source the first has the whole budget, and its failure is the answer: 502", () => {
+    const ports = recordingPorts({ failing: ["ethereum"], second: false })
+    return Effect.gen(function*() {
+      yield* TestClock.setTime(NOW)
+      const failure = yield* Effect.flip(ask)
+      assert.strictEqual(failure._tag, "RatesUpstreamError")
+      assert.strictEqual((ports.visits[2]!.args[2] as Spend).deadline, NOW + BUDGET_MS)
+      assert.notInclude(ports.visits.map((v) => v.port), "RatesAnswerMemo.remember")
+    }).pipe(Effect.provide(useCase(ports.layer)))
+  })
+
+  it.effect("a repeat while the answer holds is the edge's: the memo has it", () => {
+    const ports = recordingPorts()
+    return Effect.gen(function*() {
+      yield* TestClock.setTime(NOW)
+      const { body } = yield* ask
+      const memo = yield* RatesAnswerMemo
+      assert.strictEqual(memo.recall({ symbols: ["BTC", "ETH"], currency: "usd", days: 7 }), body)
+    }).pipe(Effect.provide(Layer.merge(useCase(ports.layer), ports.layer)))
+  })
+})
