@@ -18,7 +18,7 @@ import { EdgeServer, type HttpLimits } from "./http/EdgeServer.ts"
 import { ReadyAnswers } from "./http/ReadyAnswers.ts"
 import { RequestCounter } from "./http/rateLimit.ts"
 import { routerConfig } from "./http/routeTable.ts"
-import { Newsletter } from "./newsletter/Newsletter.ts"
+import * as Newsletters from "./newsletter/layer.ts"
 import { OAuth } from "./oauth/OAuth.ts"
 import { AccessLog } from "./observability/AccessLog.ts"
 import { MetricsServer } from "./observability/metrics.ts"
@@ -59,7 +59,7 @@ const Stateful = Layer.unwrap(
 )
 
 /** Every live service the application needs, from configuration (the process environment by default). */
-export const LiveServices = Layer.mergeAll(Stateful, Newsletter.layer).pipe(
+export const LiveServices = Layer.mergeAll(Stateful, Newsletters.layer).pipe(
   Layer.provide(NodeHttpClient.layerUndici),
   Layer.provideMerge(AccessLog.stdout),
   Layer.provideMerge(AppConfig.layer)

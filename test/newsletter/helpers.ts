@@ -5,12 +5,13 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Exit, Layer, Logger, ManagedRuntime } from "effect"
 import { configFrom, type Env } from "../support/config.ts"
+import * as Newsletters from "../../src/newsletter/layer.ts"
 import { Locales, Newsletter, type SubscribeInput } from "../../src/newsletter/Newsletter.ts"
 
 export const LOCALES = Locales
 
 export const liveLayer = (env: Env) =>
-  Newsletter.layer.pipe(
+  Newsletters.layer.pipe(
     Layer.provide(NodeHttpClient.layerUndici),
     Layer.provide(configFrom(env))
   )
