@@ -27,8 +27,9 @@
  */
 import { Context, Effect, Layer } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
-import { ClientRegistry, type OAuthClient } from "./ClientRegistry.ts"
+import { ClientRegistry } from "./ClientRegistry.ts"
 import { type Blocked, FailureLimiter } from "./FailureLimiter.ts"
+import type { OAuthClient } from "./oauthClient.ts"
 import { parseScopeString, type Scope } from "./scopes.ts"
 import { isEncoded, isFormContentType, parseBasicAuthorization, parseTokenForm } from "./tokenRequest.ts"
 import {
