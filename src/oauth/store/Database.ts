@@ -14,7 +14,7 @@ import type { PgClient } from "@effect/sql-pg"
 import { Context, Duration, Effect, Layer, Queue, Schedule, type Scope, Semaphore } from "effect"
 import type { AppConfig } from "../../config/AppConfig.ts"
 import { Database, databaseError, DatabaseError } from "../../database/Database.ts"
-import type { StartupFailure } from "../../startup.ts"
+import type { StartupFailure } from "../../lifecycle/StartupFailure.ts"
 
 export { databaseError, Locks, reasonOf } from "../../database/Database.ts"
 
