@@ -9,6 +9,7 @@
  */
 import { HttpServerResponse } from "effect/http"
 import { type ProblemCode, ProblemCatalogue, problemTypePath } from "../api/problems.ts"
+import type { TokenEndpointResponse } from "../api/tokenResponse.ts"
 
 export const problemContentType = "application/problem+json"
 
@@ -197,3 +198,7 @@ export const isJsonResponse = (response: HttpServerResponse.HttpServerResponse) 
     ("contentType" in response.body ? response.body.contentType : undefined)
   return contentType !== undefined && /^application\/(problem\+)?json/.test(contentType)
 }
+
+/** An answer of the token endpoint, in its OAuth form (src/api/tokenResponse.ts), as a response: the handler's and the edge's. */
+export const asHttpResponse = (answer: TokenEndpointResponse): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.text(answer.body, { status: answer.status, headers: answer.headers, contentType: "application/json" })

@@ -1,11 +1,12 @@
 /**
  * The token endpoint's answers (CONTRACT C6, RFC 6749 §5): exact status, headers and JSON text. Error
  * bodies carry the OAuth members and the problem members (`type` = PUBLIC_BASE_URL/problems/<code>) in one
- * `application/json` object; oauth4webapi rejects `application/problem+json` on this endpoint.
+ * `application/json` object; oauth4webapi rejects `application/problem+json` on this endpoint. Every
+ * error of /oauth/token takes this form, the HTTP layer's refusals (405, 413) included: contract
+ * knowledge, beside the problem classes; src/http/problemResponse.ts makes an answer a response.
  */
-import { HttpServerResponse } from "effect/http"
-import { ProblemCatalogue, problemTypePath } from "../api/problems.ts"
-import type { OAuthErrorBody, TokenResponse } from "../api/schemas.ts"
+import { ProblemCatalogue, problemTypePath } from "./problems.ts"
+import type { OAuthErrorBody, TokenResponse } from "./schemas.ts"
 
 export type TokenSuccessBody = typeof TokenResponse.Type
 export type TokenErrorBody = typeof OAuthErrorBody.Type
@@ -127,7 +128,3 @@ export const refusalResponse = (
   const { resolution, status } = refusals[code]
   return errorResponse(context, status, "invalid_request", detail ?? ProblemCatalogue[code].detail, resolution, { code, reason: code })
 }
-
-/** An answer of this endpoint as an HttpServerResponse (the handler's and the edge's). */
-export const asHttpResponse = (answer: TokenEndpointResponse): HttpServerResponse.HttpServerResponse =>
-  HttpServerResponse.text(answer.body, { status: answer.status, headers: answer.headers, contentType: "application/json" })
