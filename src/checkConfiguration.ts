@@ -23,7 +23,7 @@ export interface ValidConfiguration {
 }
 
 /** Server processes (node:cluster workers sharing the port); more than one needs REDIS_URL. */
-export const webConcurrency = Effect.gen(function*() {
+const webConcurrency = Effect.gen(function*() {
   const workers = yield* int("WEB_CONCURRENCY", 1, 1, 64)
   const redis = yield* Effect.option(Config.String("REDIS_URL"))
   if (workers > 1 && redis._tag === "None") {

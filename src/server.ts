@@ -59,7 +59,7 @@ const Stateful = Layer.unwrap(
 )
 
 /** Every live service the application needs, from configuration (the process environment by default). */
-export const LiveServices = Layer.mergeAll(Stateful, Newsletters.layer).pipe(
+const LiveServices = Layer.mergeAll(Stateful, Newsletters.layer).pipe(
   Layer.provide(NodeHttpClient.layerUndici),
   Layer.provideMerge(AccessLog.stdout),
   Layer.provideMerge(AppConfig.layer)

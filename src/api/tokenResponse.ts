@@ -15,7 +15,7 @@ export type TokenErrorBody = typeof OAuthErrorBody.Type
  * Refusals RFC 6749 has no `error` code for: the body says `invalid_request`, the problem `code` and
  * `type` say which (the one place where `code` differs from `error`).
  */
-export type RefusalCode = "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited"
+type RefusalCode = "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited"
 
 /** Fixed problem titles per code; the /problems/<code> pages use the same. */
 export const TokenErrorTitles = {
@@ -48,14 +48,14 @@ export interface TokenEndpointResponse {
   }
 }
 
-export const BASIC_REALM = "oauth"
+const BASIC_REALM = "oauth"
 /** 401 when the request carried no Basic credentials (RFC 9110 §15.5.2: every 401 has a challenge). */
 export const BASIC_CHALLENGE = `Basic realm="${BASIC_REALM}"`
 /** 401 when Basic credentials were sent and rejected (RFC 6749 §5.2). */
 export const BASIC_CHALLENGE_INVALID_CLIENT = `Basic realm="${BASIC_REALM}", error="invalid_client"`
 
 /** RFC 6749 §5.2: error_description is limited to %x20-21 / %x23-5B / %x5D-7E. */
-export const oauthSafeText = (text: string): string => text.replace(/[^\x20\x21\x23-\x5B\x5D-\x7E]/g, "?")
+const oauthSafeText = (text: string): string => text.replace(/[^\x20\x21\x23-\x5B\x5D-\x7E]/g, "?")
 
 /** RFC 6749 §5.1: token answers, errors included, are never cached. */
 const BASE_HEADERS = {

@@ -24,7 +24,7 @@ export interface ProblemContext {
 type Extra = { readonly detail?: string; readonly [member: string]: unknown }
 
 /** A problem body for a code of the catalogue, with the C7 members in a stable order. */
-export const problemBody = (code: ProblemCode, ctx: ProblemContext, extra: Extra = {}): Record<string, unknown> => {
+const problemBody = (code: ProblemCode, ctx: ProblemContext, extra: Extra = {}): Record<string, unknown> => {
   const p = ProblemCatalogue[code]
   return {
     type: ctx.baseUrl + problemTypePath(code),
@@ -79,7 +79,7 @@ const partsFor = (code: ProblemCode, baseUrl: string): ProblemParts => {
  * spread and `JSON.stringify` do (an `undefined` member, a C7 member overridden, an integer-like
  * key) takes the general path.
  */
-export const problemText = (code: ProblemCode, ctx: ProblemContext, extra?: Extra): string => {
+const problemText = (code: ProblemCode, ctx: ProblemContext, extra?: Extra): string => {
   const parts = partsFor(code, ctx.baseUrl)
   let detail = parts.detail
   let extensions = ""

@@ -27,7 +27,7 @@ import {
   type SubscribeOutcome
 } from "./Newsletter.ts"
 
-export const SUBSCRIBERS_FILE = "subscribers.jsonl"
+const SUBSCRIBERS_FILE = "subscribers.jsonl"
 export const subscribersPath = (dataDir: string): string => path.resolve(dataDir, SUBSCRIBERS_FILE)
 
 export interface Subscriber {
@@ -51,7 +51,7 @@ const NEWLINE = 0x0a
  * unreadable ones (a torn write after a crash, a hand edit) are counted and skipped, so one bad line
  * never hides the rest of the list.
  */
-export const foldLines = (index: Map<string, Subscriber>, text: string): number => {
+const foldLines = (index: Map<string, Subscriber>, text: string): number => {
   let bad = 0
   for (const line of text.split("\n")) {
     if (line.trim() === "") continue

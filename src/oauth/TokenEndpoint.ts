@@ -48,12 +48,10 @@ export {
   BASIC_CHALLENGE_INVALID_CLIENT,
   type TokenEndpointResponse,
   type TokenErrorBody,
-  type TokenErrorCode,
-  TokenErrorTitles,
   type TokenSuccessBody
 } from "../api/tokenResponse.ts"
 
-export interface TokenRequestInput {
+interface TokenRequestInput {
   /** The raw `Authorization` header, if any. */
   readonly authorization: string | undefined
   /** The raw `Content-Type` header, if any. */

@@ -26,7 +26,7 @@ const SecretHash = Schema.String.check(
   Schema.makeFilter((s: string) => decodeSecretHash(s) !== undefined, { expected: "hmac-sha256:<32 bytes, base64url>" })
 )
 
-export const ClientRecord = Schema.Struct({
+const ClientRecord = Schema.Struct({
   client_id: Schema.String.check(Schema.isMinLength(1)),
   name: Schema.String,
   scopes: Schema.Array(ScopeSchema).check(Schema.isMinLength(1)),

@@ -14,7 +14,7 @@ import { layerMemory as durableCellMemory } from "../../src/platform/durableCell
 import * as RatesHistory from "../../src/rates/history/memoryHistory.ts"
 
 /** The live provider with the production defaults, but for `env`. */
-export const liveRatesLayer = (emulator: CoinGeckoEmulator, env: Env = {}): Layer.Layer<RatesProvider, unknown> =>
+const liveRatesLayer = (emulator: CoinGeckoEmulator, env: Env = {}): Layer.Layer<RatesProvider, unknown> =>
   CoinGeckoRates.layer.pipe(
     Layer.provide(SecondSource.layerNone),
     Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, ...env })),

@@ -10,7 +10,7 @@ import { Locales, Newsletter, type SubscribeInput } from "../../src/newsletter/N
 
 export const LOCALES = Locales
 
-export const liveLayer = (env: Env) =>
+const liveLayer = (env: Env) =>
   Newsletters.layer.pipe(
     Layer.provide(NodeHttpClient.layerUndici),
     Layer.provide(configFrom(env))
@@ -24,7 +24,7 @@ export interface LiveNewsletter {
   readonly dispose: () => Promise<void>
 }
 
-export type Attempt =
+type Attempt =
   | { readonly ok: true; readonly outcome: string; readonly ms: number }
   | { readonly ok: false; readonly tag: string; readonly reason: string; readonly ms: number }
 

@@ -13,7 +13,7 @@ import { DurableCell, DurableCellError } from "./DurableCell.ts"
 
 const failed = (error: SqlError) => new DurableCellError({ store: "postgresql", reason: reasonOf(error) })
 
-export const makePostgresCell = Effect.gen(function*() {
+const makePostgresCell = Effect.gen(function*() {
   const { sql } = yield* Database
   return DurableCell.of({
     store: "postgresql",
