@@ -18,7 +18,7 @@ import { OAuthHandlers } from "./oauth/handlers.ts"
 import { RatesHandlers } from "./rates/handlers.ts"
 import { ratesReadyAnswer } from "./rates/readyAnswer.ts"
 
-export const ApiRoutes = HttpApiBuilder.layer(Api).pipe(
+const ApiRoutes = HttpApiBuilder.layer(Api).pipe(
   Layer.provide([HealthHandlers, RatesHandlers, NewsletterHandlers, OAuthHandlers]),
   Layer.provide([BodyProblemsLive, DeclaredProblems, OptionalBearerLive])
 )

@@ -5,7 +5,7 @@
 import cluster from "node:cluster"
 import { Cause, Effect, Exit } from "effect"
 import { ConfigInvalid } from "./config/ConfigInvalid.ts"
-import { validateConfiguration } from "./config/validate.ts"
+import { validateConfiguration } from "./checkConfiguration.ts"
 
 // Every bad variable of every group at once, before any worker starts; a message, not a stack trace.
 const configuration = await Effect.runPromiseExit(validateConfiguration)

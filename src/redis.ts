@@ -11,7 +11,7 @@ import * as NodeRedis from "@effect/platform-node/NodeRedis"
 import { Context, Effect, Exit, Layer, Queue, Redacted, Schedule, Scope } from "effect"
 import { Redis } from "effect/persistence"
 import { ConfigInvalid } from "./config/ConfigInvalid.ts"
-import { Readiness } from "./http/probes.ts"
+import { Readiness } from "./lifecycle/Readiness.ts"
 
 /** One connection attempt: the first connection failure fails it; after that, outages are ridden out. */
 const connection = (url: Redacted.Redacted<string>) => {

@@ -13,12 +13,12 @@ import { AppReadyAnswers, AppRoutes } from "./app.ts"
 import { AppConfig } from "./config/AppConfig.ts"
 import { Health } from "./health/Health.ts"
 import { Edge } from "./http/edge.ts"
-import { Readiness } from "./http/probes.ts"
+import { Readiness } from "./lifecycle/Readiness.ts"
 import { EdgeServer, type HttpLimits } from "./http/EdgeServer.ts"
 import { ReadyAnswers } from "./http/ReadyAnswers.ts"
 import { RequestCounter } from "./http/rateLimit.ts"
 import { routerConfig } from "./http/routeTable.ts"
-import { Newsletter } from "./newsletter/Newsletter.ts"
+import * as Newsletters from "./newsletter/layer.ts"
 import { OAuth } from "./oauth/OAuth.ts"
 import { AccessLog } from "./observability/AccessLog.ts"
 import { MetricsServer } from "./observability/metrics.ts"
@@ -53,7 +53,7 @@ const Stateful = Layer.unwrap(
 )
 
 /** Every live service the application needs, from configuration (the process environment by default). */
-export const LiveServices = Layer.mergeAll(Stateful, Newsletter.layer).pipe(
+const LiveServices = Layer.mergeAll(Stateful, Newsletters.layer).pipe(
   Layer.provide(NodeHttpClient.layerUndici),
   Layer.provideMerge(AccessLog.stdout),
   Layer.provideMerge(AppConfig.layer)

@@ -2,16 +2,10 @@
  * Start-up failures as operators read them (C9): one line naming what to fix, no stack trace. A failure
  * this module does not know is a bug, and keeps its stack trace.
  */
-import { Cause, Data } from "effect"
+import { Cause } from "effect"
 import { ConfigInvalid } from "./config/ConfigInvalid.ts"
+import { StartupFailure } from "./lifecycle/StartupFailure.ts"
 import { FileError } from "./platform/files.ts"
-
-/** Something outside the configuration's values stops the start-up (a busy port, a full disk...). */
-export class StartupFailure extends Data.TaggedError("StartupFailure")<{ readonly problem: string }> {
-  override get message() {
-    return this.problem
-  }
-}
 
 /** Why the server could not listen on `host`:`port`, from the Node error behind Effect's ServeError. */
 export const listenFailure = (error: { readonly cause?: unknown }, port: number, host: string | undefined) => {

@@ -24,7 +24,8 @@
  */
 import { Effect, Layer, Logger, Redacted } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
-import { ClientRegistry, type IssuedCredentials, type OAuthClient } from "../oauth/ClientRegistry.ts"
+import { ClientRegistry, type IssuedCredentials } from "../oauth/ClientRegistry.ts"
+import type { OAuthClient } from "../oauth/oauthClient.ts"
 import { OAuthConfig } from "../oauth/OAuthConfig.ts"
 import { Scopes } from "../oauth/scopes.ts"
 import { generateSigningJwk } from "../oauth/keyMaterial.ts"

@@ -74,7 +74,7 @@ export const parseTrustProxy = (raw: string): Result.Result<TrustProxyRule, stri
 }
 
 /** `*` alone, or a comma list of origins `scheme://host[:port]` (no path, query or credentials). */
-export const parseCorsOrigins = (raw: string): Result.Result<ReadonlyArray<string> | "*", string | undefined> => {
+const parseCorsOrigins = (raw: string): Result.Result<ReadonlyArray<string> | "*", string | undefined> => {
   if (raw === "*") return Result.succeed("*")
   const origins: Array<string> = []
   for (const entry of raw.split(",").map((e) => e.trim()).filter((e) => e !== "")) {

@@ -54,9 +54,6 @@ const integer = (name: string, min: number, max: number): Config.Config<number> 
 export const int = (name: string, fallback: number, min = 1, max = Number.MAX_SAFE_INTEGER): Config.Config<number> =>
   Config.withDefault(integer(name, min, max), fallback)
 
-export const bool = (name: string, fallback: boolean): Config.Config<boolean> =>
-  Config.Boolean(name).pipe(expecting(name, "true or false"), Config.withDefault(fallback))
-
 export const oneOf = <const L extends ReadonlyArray<string>>(name: string, values: L, fallback: L[number]) =>
   Config.Literals(values, name).pipe(expecting(name, `one of ${values.join(", ")}`), Config.withDefault(fallback))
 

@@ -12,8 +12,8 @@ import * as Reactivity from "effect/reactivity/Reactivity"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import { AppConfig } from "../config/AppConfig.ts"
-import { Readiness } from "../http/probes.ts"
-import { StartupFailure } from "../startup.ts"
+import { Readiness } from "../lifecycle/Readiness.ts"
+import { StartupFailure } from "../lifecycle/StartupFailure.ts"
 import { migrate } from "./migrations.ts"
 
 /** PostgreSQL could not be read or written, or holds what cannot be used. Never holds the URL or data. */

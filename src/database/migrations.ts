@@ -91,10 +91,10 @@ const durableCells = statements([
   )`
 ])
 
-export const loader = Migrator.fromRecord({ "1_oauth": oauth, "2_rates_history": ratesHistory, "3_durable_cells": durableCells })
+const loader = Migrator.fromRecord({ "1_oauth": oauth, "2_rates_history": ratesHistory, "3_durable_cells": durableCells })
 
 /** The table recording applied migrations. */
-export const migrationsTable = "crypto_api_migrations"
+const migrationsTable = "crypto_api_migrations"
 
 /** Applies what is pending; needs the caller to hold the migration lock (./Database.ts). */
 export const migrate = Migrator.make({})({ loader, table: migrationsTable })

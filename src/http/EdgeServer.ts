@@ -16,7 +16,7 @@ import { makeIsTrustedPeer } from "./clientIp.ts"
 import { capConnectionsPerAddress } from "./connectionCap.ts"
 import { listenFailure } from "../startup.ts"
 import { type AppHandler, Edge } from "./edge.ts"
-import { Readiness } from "./probes.ts"
+import { Readiness } from "../lifecycle/Readiness.ts"
 
 /** Deadlines of a request (C8) and of an idle connection. */
 export interface HttpLimits {

@@ -56,7 +56,7 @@ const parse = (input: string): Parsed | undefined => {
 export const addressBucket = (address: string): string => parse(address)?.bucket ?? address
 
 /** An address in its canonical text (IPv4-mapped → IPv4, IPv6 compressed); other text unchanged. */
-export const canonicalAddress = (address: string): string => parse(address)?.text ?? address
+const canonicalAddress = (address: string): string => parse(address)?.text ?? address
 
 /** A TRUST_PROXY network as the addresses it is compared with: `::ffff:a.b.c.d/n` as IPv4. */
 const canonicalNetwork = (network: IpNetwork.IpNetwork): IpNetwork.IpNetwork => {

@@ -10,7 +10,7 @@ import { Effect } from "effect"
  * Scalar's options (keys checked against the bundled @scalar/api-reference 1.43 script): nothing that
  * needs the internet or a Scalar account.
  */
-export const scalarConfiguration = {
+const scalarConfiguration = {
   url: "/openapi.json",
   slug: "api",
   title: "Crypto landing API",

@@ -75,7 +75,7 @@ export const makeDocument = (body: string | Uint8Array, options: DocumentOptions
   })
 
 /** The coding to send for an Accept-Encoding field (RFC 9110 §12.5.3): br, then gzip, else identity. */
-export const preferredCoding = (field: string | undefined): Coding => {
+const preferredCoding = (field: string | undefined): Coding => {
   if (field === undefined) return "identity"
   const weights = new Map<string, number>()
   for (const part of field.split(",")) {

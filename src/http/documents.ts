@@ -9,8 +9,8 @@ import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { OpenApi } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { NotFound, ProblemCatalogue, problemCodes, ProblemExamples, type ProblemInfo } from "../api/problems.ts"
+import { TokenErrorTitles } from "../api/tokenResponse.ts"
 import { AppConfig } from "../config/AppConfig.ts"
-import { TokenErrorTitles } from "../oauth/TokenEndpoint.ts"
 import { docsContentSecurityPolicy, docsPage, docsStartScript, loadScalarScript } from "./docsPage.ts"
 import { type Document, makeDocument, respondWith } from "./documentResponse.ts"
 import { documentPaths } from "./documentRoutes.ts"
@@ -24,7 +24,7 @@ type Json = Record<string, any>
  * schemas under their own names (the generator calls them `...Encoded`), each with an example, and
  * integers without the generator's ±(2^53 - 1) bounds, which reference pages turned into examples.
  */
-export const openApiDocument = (publicBaseUrl: string): Json => {
+const openApiDocument = (publicBaseUrl: string): Json => {
   const source = JSON.stringify(OpenApi.fromApi(Api))
     .replaceAll("\"/problems/", `"${publicBaseUrl}/problems/`)
     .replace(/"(#\/components\/schemas\/\w+)Encoded"/g, "\"$1\"")
@@ -150,7 +150,7 @@ const json = "application/json"
 const documentCache = "public, max-age=300"
 
 /** JSON when the client ranks it above HTML (Accept, RFC 9110 §12.5.1); HTML for browsers and by default. */
-export const prefersJson = (accept: string | undefined) => {
+const prefersJson = (accept: string | undefined) => {
   if (accept === undefined) return false
   let jsonQ = 0
   let htmlQ = 0

@@ -18,9 +18,9 @@ import { Context, Effect, Exit, Layer } from "effect"
 import type { Caller, RateLimitPolicyName } from "../api/Api.ts"
 import { RateLimited } from "../api/problems.ts"
 import { AppConfig } from "../config/AppConfig.ts"
-import { BearerAuth } from "../oauth/BearerAuth.ts"
 import { AccessLog } from "../observability/AccessLog.ts"
 import { recordRateLimited } from "../observability/metrics.ts"
+import { BearerCheck } from "./BearerCheck.ts"
 import { unparsable } from "./bodyDecoder.ts"
 import { makeClientIp } from "./clientIp.ts"
 import { type Exchange, setExchange } from "./exchange.ts"
@@ -95,7 +95,7 @@ const makeEdge = Effect.gen(function*() {
   const config = yield* AppConfig
   const accessLog = yield* AccessLog
   const counter = yield* RequestCounter
-  const bearer = yield* BearerAuth
+  const bearer = yield* BearerCheck
   const ready = new Map<string, ReadyAnswer>((yield* ReadyAnswers).map((answer) => [answer.operationId, answer]))
   const routes = makeRouteTable()
   const clientIpOf = makeClientIp(config.trustProxyRule)
@@ -217,17 +217,12 @@ const makeEdge = Effect.gen(function*() {
 
   /** Verifies the token; its verdict is kept for the Bearer middleware; `then` gets the caller when valid. */
   const verify = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, authorization: string, then: (caller: Caller | undefined) => void) =>
-    run(bearer.authenticate(authorization, undefined), {
+    run(bearer.verify(authorization), {
       onExit: (verdict) => {
-        if (Exit.isSuccess(verdict)) {
-          if (verdict.value._tag !== "Authenticated") return then(undefined)
-          exchange.bearer = { caller: verdict.value.principal }
-          return then(verdict.value.principal)
-        }
-        const error = Exit.findErrorOption(verdict)
-        if (error._tag === "None" || error.value._tag !== "InvalidToken") return defect(req, res, exchange, verdict.cause)
-        exchange.bearer = { invalid: error.value }
-        then(undefined)
+        if (Exit.isFailure(verdict)) return defect(req, res, exchange, verdict.cause)
+        if (verdict.value === undefined) return then(undefined)
+        exchange.bearer = verdict.value
+        then("caller" in verdict.value ? verdict.value.caller : undefined)
       }
     })
 

@@ -6,11 +6,11 @@
 import type { IncomingMessage, ServerResponse } from "node:http"
 import type { HttpServerResponse } from "effect/http"
 import type { ProblemCode } from "../api/problems.ts"
-import { asHttpResponse, refusalResponse } from "../oauth/tokenResponse.ts"
+import { refusalResponse } from "../api/tokenResponse.ts"
 import type { AccessLog } from "../observability/AccessLog.ts"
 import { unmatchedMetrics } from "../observability/metrics.ts"
 import type { Exchange } from "./exchange.ts"
-import { problemContentType, type ProblemContext, problemWire } from "./problemResponse.ts"
+import { asHttpResponse, problemContentType, type ProblemContext, problemWire } from "./problemResponse.ts"
 
 /** Node's handler for the HttpApi app (NodeHttpServer.makeHandler): what the edge hands a request on to. */
 export type AppHandler = (req: IncomingMessage, res: ServerResponse) => void

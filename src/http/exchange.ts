@@ -6,8 +6,7 @@
 import type { IncomingMessage } from "node:http"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import type { HttpServerRequest } from "effect/http"
-import type { Caller } from "../api/Api.ts"
-import type { InvalidToken } from "../oauth/errors.ts"
+import type { BearerVerdict } from "./BearerCheck.ts"
 import type { RouteMatch } from "./routeTable.ts"
 
 export interface Exchange {
@@ -22,7 +21,7 @@ export interface Exchange {
   /** Headers every response to this request carries, as a flat name/value list (edge.ts). */
   headers: Array<string>
   /** Set when the request carried an Authorization header and the edge checked it. */
-  bearer?: { readonly caller: Caller } | { readonly invalid: InvalidToken }
+  bearer?: BearerVerdict
 }
 
 // A property of the request object, not a WeakMap: tens of thousands of entries a second in an

@@ -2,60 +2,16 @@
  * Probes for orchestrators (CONTRACT C3), outside the public contract and the OpenAPI document, never
  * rate-limited: `/livez` answers while the process runs; `/readyz` answers 200 when this instance can
  * serve, and a 503 problem while it drains after SIGTERM or while a dependency it was configured with
- * (Redis; PostgreSQL) is unreachable. A dependency adds its own check with `Readiness.addCheck`.
+ * (Redis; PostgreSQL) is unreachable. A dependency adds its own check with `Readiness.addCheck`
+ * (src/lifecycle/Readiness.ts).
  */
-import { Context, Duration, Effect, Layer, type Scope } from "effect"
+import { Effect, Layer } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { AppConfig } from "../config/AppConfig.ts"
+import { Readiness } from "../lifecycle/Readiness.ts"
 import { documentPaths } from "./documentRoutes.ts"
 import { problemResponse } from "./problemResponse.ts"
 import { CurrentRequestId } from "./requestId.ts"
-
-/** A dependency's check: succeeds when it is usable; fails with what is wrong, in a few words. */
-export type ReadinessCheck = Effect.Effect<void, string>
-
-export type ReadinessStatus =
-  | { readonly ready: true }
-  | { readonly ready: false; readonly reasons: ReadonlyArray<string> }
-
-/** A check that has not answered within this is failing: a probe must answer quickly. */
-const checkTimeout = Duration.seconds(1)
-
-export class Readiness extends Context.Service<Readiness, {
-  /** From now on the instance is not ready: it is stopping (called when draining begins). */
-  readonly startDraining: () => void
-  readonly isDraining: () => boolean
-  /** Adds `check` under `name` for as long as the calling scope lives. */
-  readonly addCheck: (name: string, check: ReadinessCheck) => Effect.Effect<void, never, Scope.Scope>
-  /** Runs every check at once. */
-  readonly status: Effect.Effect<ReadinessStatus>
-}>()("app/Readiness") {
-  static readonly layer: Layer.Layer<Readiness> = Layer.sync(Readiness, () => {
-    let draining = false
-    const checks = new Map<string, ReadinessCheck>()
-    return Readiness.of({
-      startDraining: () => void (draining = true),
-      isDraining: () => draining,
-      addCheck: (name, check) =>
-        Effect.acquireRelease(Effect.sync(() => void checks.set(name, check)), () => Effect.sync(() => checks.delete(name))),
-      status: Effect.suspend(() => {
-        if (draining) return Effect.succeed<ReadinessStatus>({ ready: false, reasons: ["draining: the process is stopping"] })
-        return Effect.forEach(
-          [...checks],
-          ([name, check]) =>
-            check.pipe(
-              Effect.timeoutOrElse({ duration: checkTimeout, orElse: () => Effect.fail("no answer within 1 s") }),
-              Effect.match({ onSuccess: () => undefined, onFailure: (reason) => `${name}: ${reason}` })
-            ),
-          { concurrency: "unbounded" }
-        ).pipe(Effect.map((results): ReadinessStatus => {
-          const reasons = results.filter((r): r is string => r !== undefined)
-          return reasons.length === 0 ? { ready: true } : { ready: false, reasons }
-        }))
-      })
-    })
-  })
-}
 
 const json = (body: unknown) => HttpServerResponse.jsonUnsafe(body, { headers: { "cache-control": "no-store" } })
 

@@ -9,6 +9,7 @@
  */
 import { HttpServerResponse } from "effect/http"
 import { type ProblemCode, ProblemCatalogue, problemTypePath } from "../api/problems.ts"
+import type { TokenEndpointResponse } from "../api/tokenResponse.ts"
 
 export const problemContentType = "application/problem+json"
 
@@ -23,7 +24,7 @@ export interface ProblemContext {
 type Extra = { readonly detail?: string; readonly [member: string]: unknown }
 
 /** A problem body for a code of the catalogue, with the C7 members in a stable order. */
-export const problemBody = (code: ProblemCode, ctx: ProblemContext, extra: Extra = {}): Record<string, unknown> => {
+const problemBody = (code: ProblemCode, ctx: ProblemContext, extra: Extra = {}): Record<string, unknown> => {
   const p = ProblemCatalogue[code]
   return {
     type: ctx.baseUrl + problemTypePath(code),
@@ -78,7 +79,7 @@ const partsFor = (code: ProblemCode, baseUrl: string): ProblemParts => {
  * spread and `JSON.stringify` do (an `undefined` member, a C7 member overridden, an integer-like
  * key) takes the general path.
  */
-export const problemText = (code: ProblemCode, ctx: ProblemContext, extra?: Extra): string => {
+const problemText = (code: ProblemCode, ctx: ProblemContext, extra?: Extra): string => {
   const parts = partsFor(code, ctx.baseUrl)
   let detail = parts.detail
   let extensions = ""
@@ -197,3 +198,7 @@ export const isJsonResponse = (response: HttpServerResponse.HttpServerResponse) 
     ("contentType" in response.body ? response.body.contentType : undefined)
   return contentType !== undefined && /^application\/(problem\+)?json/.test(contentType)
 }
+
+/** An answer of the token endpoint, in its OAuth form (src/api/tokenResponse.ts), as a response: the handler's and the edge's. */
+export const asHttpResponse = (answer: TokenEndpointResponse): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.text(answer.body, { status: answer.status, headers: answer.headers, contentType: "application/json" })

@@ -16,7 +16,7 @@ import { addressBucket } from "./clientIp.ts"
 import { type ProblemContext, problemResponse } from "./problemResponse.ts"
 import { type Count, makeSharedCounts } from "./sharedCounter.ts"
 
-export const WindowSeconds = 60
+const WindowSeconds = 60
 
 export interface Decision {
   readonly policy: string

@@ -14,7 +14,7 @@ import { CurrentRequestId } from "./requestId.ts"
 const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
 
 /** RFC 6901: `~` → `~0`, `/` → `~1`. */
-export const jsonPointer = (path: ReadonlyArray<PropertyKey>) =>
+const jsonPointer = (path: ReadonlyArray<PropertyKey>) =>
   path.map((segment) => "/" + String(segment).replaceAll("~", "~0").replaceAll("/", "~1")).join("")
 
 const clip = (text: string, max = 200) => (text.length > max ? `${text.slice(0, max)}…` : text)
@@ -23,7 +23,7 @@ const clip = (text: string, max = 200) => (text.length > max ? `${text.slice(0, 
  * One entry per failed member, in the order the schema met them (stable for a given body); a member
  * that failed several checks (`""`: too short and not a symbol) gets them joined in one detail.
  */
-export const fieldErrorsOf = (issue: SchemaIssue.Issue): Array<ProblemFieldError> => {
+const fieldErrorsOf = (issue: SchemaIssue.Issue): Array<ProblemFieldError> => {
   const byPointer = new Map<string, Array<string>>()
   for (const i of formatIssues(issue).issues) {
     const pointer = jsonPointer((i.path ?? []).map((s) => (typeof s === "object" && s !== null ? s.key : s)))
@@ -57,7 +57,7 @@ export const validationFailure = (issue: SchemaIssue.Issue) => {
  * Renders the problem at once, complete (absolute `type`, `instance`): 400s are the commonest errors,
  * and this skips encoding the class through its schema and the edge's re-reading of the body.
  */
-export const toRequestProblem = (error: HttpApiSchemaError, baseUrl: string) =>
+const toRequestProblem = (error: HttpApiSchemaError, baseUrl: string) =>
   Effect.gen(function*() {
     // A response that fails its own schema is our bug: a defect, which the edge logs and answers 500.
     if (error.kind === "Body" || error.kind === "ResponseHeaders") return yield* Effect.die(error)

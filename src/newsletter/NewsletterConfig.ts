@@ -25,8 +25,7 @@ type Locale = typeof LocaleSchema.Type
 /** The contract's locales (the subscribe request's `locale`): each needs its template or list. */
 const Locales: ReadonlyArray<Locale> = LocaleSchema.literals
 
-export const NewsletterProviders = ["brevo", "listmonk", "local"] as const
-export type NewsletterProviderName = (typeof NewsletterProviders)[number]
+const NewsletterProviders = ["brevo", "listmonk", "local"] as const
 
 export interface BrevoSettings {
   /** No trailing slash, e.g. https://api.brevo.com/v3 */

@@ -3,8 +3,8 @@
  * 201 "DOI contact created" and 204 "DOI contact updated" both answer 200 upstream of us (no
  * enumeration); only Brevo's own verdict that the address is invalid becomes invalid_email.
  */
-import { Effect, Redacted, Schema } from "effect"
-import { type HttpClient, HttpClientRequest } from "effect/http"
+import { Effect, Layer, Redacted, Schema } from "effect"
+import { HttpClient, HttpClientRequest } from "effect/http"
 import {
   Newsletter,
   NewsletterInvalidEmail,
@@ -19,7 +19,7 @@ import { parseJson, type ProviderAnswer, providerSubscribe, TransientFailure } f
 const BrevoError = Schema.Struct({ code: Schema.String, message: Schema.String })
 const decodeBrevoError = Schema.decodeUnknownOption(BrevoError)
 
-export const makeBrevo = (
+const makeBrevo = (
   settings: BrevoSettings,
   policy: CallPolicy,
   client: HttpClient.HttpClient
@@ -44,6 +44,10 @@ export const makeBrevo = (
 
   return Newsletter.of({ provider: "brevo", subscribe })
 }
+
+/** Brevo as the Newsletter, on the application's HttpClient. */
+export const layerBrevo = (settings: BrevoSettings, policy: CallPolicy): Layer.Layer<Newsletter, never, HttpClient.HttpClient> =>
+  Layer.effect(Newsletter, Effect.map(HttpClient.HttpClient, (client) => makeBrevo(settings, policy, client)))
 
 /** Maps one answer to an outcome or a typed failure (upstreams.md §3.6). */
 const interpret = (

@@ -11,7 +11,7 @@ import { Result } from "effect"
 import validator from "validator"
 
 /** RFC 5321 §4.5.3.1 gives a 256-octet path including the angle brackets: 254 for the address. */
-export const MAX_EMAIL_LENGTH = 254
+const MAX_EMAIL_LENGTH = 254
 /** RFC 5321 §4.5.3.1.1. */
 const MAX_LOCAL_PART_OCTETS = 64
 

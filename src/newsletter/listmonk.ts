@@ -3,8 +3,8 @@
  * An address already on file is not an error there: its lists are updated and `has_optin` is false,
  * so the call is idempotent and reveals nothing to the caller.
  */
-import { Effect, Schema } from "effect"
-import { type HttpClient, HttpClientRequest } from "effect/http"
+import { Effect, Layer, Schema } from "effect"
+import { HttpClient, HttpClientRequest } from "effect/http"
 import {
   Newsletter,
   NewsletterInvalidEmail,
@@ -22,7 +22,7 @@ const decodeSubscribed = Schema.decodeUnknownOption(ListmonkSubscribed)
 const ListmonkError = Schema.Struct({ message: Schema.String })
 const decodeError = Schema.decodeUnknownOption(ListmonkError)
 
-export const makeListmonk = (
+const makeListmonk = (
   settings: ListmonkSettings,
   policy: CallPolicy,
   client: HttpClient.HttpClient
@@ -44,6 +44,10 @@ export const makeListmonk = (
 
   return Newsletter.of({ provider: "listmonk", subscribe })
 }
+
+/** Listmonk as the Newsletter, on the application's HttpClient. */
+export const layerListmonk = (settings: ListmonkSettings, policy: CallPolicy): Layer.Layer<Newsletter, never, HttpClient.HttpClient> =>
+  Layer.effect(Newsletter, Effect.map(HttpClient.HttpClient, (client) => makeListmonk(settings, policy, client)))
 
 const interpret = (
   answer: ProviderAnswer

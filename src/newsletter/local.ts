@@ -13,7 +13,7 @@
  */
 import { type FileHandle, open, readFile } from "node:fs/promises"
 import * as path from "node:path"
-import { Clock, Effect, Result, Schema, Semaphore } from "effect"
+import { Clock, Effect, Layer, Result, Schema, Semaphore } from "effect"
 import { Locale as LocaleSchema } from "../api/schemas.ts"
 import { ConfigInvalid } from "../config/ConfigInvalid.ts"
 import { makeDirectory } from "../platform/files.ts"
@@ -27,7 +27,7 @@ import {
   type SubscribeOutcome
 } from "./Newsletter.ts"
 
-export const SUBSCRIBERS_FILE = "subscribers.jsonl"
+const SUBSCRIBERS_FILE = "subscribers.jsonl"
 export const subscribersPath = (dataDir: string): string => path.resolve(dataDir, SUBSCRIBERS_FILE)
 
 export interface Subscriber {
@@ -51,7 +51,7 @@ const NEWLINE = 0x0a
  * unreadable ones (a torn write after a crash, a hand edit) are counted and skipped, so one bad line
  * never hides the rest of the list.
  */
-export const foldLines = (index: Map<string, Subscriber>, text: string): number => {
+const foldLines = (index: Map<string, Subscriber>, text: string): number => {
   let bad = 0
   for (const line of text.split("\n")) {
     if (line.trim() === "") continue
@@ -99,7 +99,7 @@ export interface LocalOptions {
  * naming DATA_DIR when the directory cannot be used (production is refused by NewsletterConfig).
  * The descriptor is closed when the layer's scope closes.
  */
-export const makeLocal = (options: LocalOptions) =>
+const makeLocal = (options: LocalOptions) =>
   Effect.gen(function*() {
     const file = subscribersPath(options.dataDir)
     const handle = yield* Effect.acquireRelease(
@@ -203,6 +203,9 @@ export const makeLocal = (options: LocalOptions) =>
     yield* Effect.logInfo("newsletter: local subscriber list", file, `${index.size} subscriber(s)`)
     return Newsletter.of({ provider: "local", subscribe })
   })
+
+/** The local list as the Newsletter; its file stays open for the layer's lifetime. */
+export const layerLocal = (options: LocalOptions): Layer.Layer<Newsletter, ConfigInvalid> => Layer.effect(Newsletter, makeLocal(options))
 
 /**
  * If a crash left a torn last line, end it so the next append starts on a line of its own (the torn

@@ -28,7 +28,7 @@ const secretHeaders = ["api-key"]
  * Sends `request` and reads the whole body within `timeoutMs`. A connection that fails or a body that
  * breaks off is transient; a request that cannot be built (bad URL, unencodable body) is not.
  */
-export const exchange = (
+const exchange = (
   client: HttpClient.HttpClient,
   request: HttpClientRequest.HttpClientRequest,
   timeoutMs: number
@@ -63,7 +63,7 @@ export const exchange = (
  * at most `policy.retries` times, and gives up at `policy.deadlineMs` whatever is in flight. Whatever
  * transient failure remains becomes a `NewsletterUpstreamError`.
  */
-export const withCallPolicy = <A>(
+const withCallPolicy = <A>(
   attempt: Effect.Effect<A, NewsletterInvalidEmail | NewsletterUpstreamError | TransientFailure>,
   policy: CallPolicy,
   onRetry: (reason: string) => Effect.Effect<void>

@@ -14,7 +14,7 @@ import { InsufficientScope, InvalidToken } from "./errors.ts"
 import type { Scope } from "./scopes.ts"
 import { type Principal, TokenService } from "./TokenService.ts"
 
-export const BEARER_REALM = "api"
+const BEARER_REALM = "api"
 
 /** Exact `WWW-Authenticate` values. */
 export const BearerChallenge = {
@@ -26,7 +26,7 @@ export const BearerChallenge = {
 export const challengeFor = (error: InvalidToken | InsufficientScope): string =>
   error._tag === "InvalidToken" ? BearerChallenge.invalidToken : BearerChallenge.insufficientScope(error.requiredScope)
 
-export type BearerResult =
+type BearerResult =
   | { readonly _tag: "Anonymous" }
   | { readonly _tag: "Authenticated"; readonly principal: Principal }
 

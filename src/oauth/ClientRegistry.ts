@@ -9,13 +9,12 @@ import { randomBytes } from "node:crypto"
 import { AppConfig } from "../config/AppConfig.ts"
 import type { FileError } from "../platform/files.ts"
 import * as ReloadingFile from "../platform/ReloadingFile.ts"
-import type { StartupFailure } from "../startup.ts"
+import type { StartupFailure } from "../lifecycle/StartupFailure.ts"
 import { clientsState, openPepper } from "./store/clientsTable.ts"
 import { OAuthDatabase } from "./store/Database.ts"
 import { makePgState } from "./store/pgState.ts"
 import type { DatabaseError, SharedState, StorageError } from "./store/SharedState.ts"
 import {
-  type ClientRecord,
   ClientsFile,
   emptyClientsFile,
   emptySnapshot,
@@ -25,6 +24,7 @@ import {
   storeClients
 } from "./clientsFile.ts"
 import { ClientAuthFailed, ClientNotFound, ClientRevoked, InvalidClientInput } from "./errors.ts"
+import type { OAuthClient } from "./oauthClient.ts"
 import { OAuthConfig } from "./OAuthConfig.ts"
 import { canonicalScopes, isScope, type Scope, Scopes } from "./scopes.ts"
 import {
@@ -37,18 +37,6 @@ import {
   type PepperOrigin,
   randomToken
 } from "./secrets.ts"
-
-export type ClientStatus = (typeof ClientRecord.Type)["status"]
-
-/** A registered client as everybody but the registry sees it: no hash, no secret. */
-export interface OAuthClient {
-  readonly clientId: string
-  readonly name: string
-  readonly scopes: ReadonlyArray<Scope>
-  readonly status: ClientStatus
-  readonly createdAt: string
-  readonly rotatedAt: string | undefined
-}
 
 /** What `create` and `rotate` return: the secret exists only here, once. */
 export interface IssuedCredentials {

@@ -20,9 +20,9 @@ import { consumeWithFallback } from "../platform/sharedRateLimiter.ts"
 import { OAuthConfig } from "./OAuthConfig.ts"
 
 /** An address may fail this many times the per-client limit: clients behind one NAT fail apart. */
-export const ADDRESS_FACTOR = 10
+const ADDRESS_FACTOR = 10
 
-export type FailurePolicy = "oauth-address-failures" | "oauth-client-failures"
+type FailurePolicy = "oauth-address-failures" | "oauth-client-failures"
 
 /** A limit reached: named for the RateLimit fields of the 429. */
 export interface Blocked {

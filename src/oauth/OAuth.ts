@@ -1,10 +1,12 @@
 /**
  * The OAuth core assembled: `OAuth.layer` for the server (files under DATA_DIR, OAUTH_* variables; needs
  * `AppConfig`), `OAuth.layerTest(...)` in memory for tests. The HTTP side uses `TokenEndpoint`,
- * `BearerAuth`, `SigningKeys.jwks()` and `discoveryDocument(config)`.
+ * `BearerAuth` (through the edge's `BearerCheck`, which these Layers provide too), `SigningKeys.jwks()`
+ * and `discoveryDocument(config)`.
  */
 import { Layer } from "effect"
 import { BearerAuth } from "./BearerAuth.ts"
+import { BearerCheckLive } from "./bearerMiddleware.ts"
 import { ClientRegistry, type CreateClientInput } from "./ClientRegistry.ts"
 import { FailureLimiter } from "./FailureLimiter.ts"
 import { OAuthConfig } from "./OAuthConfig.ts"
@@ -13,7 +15,8 @@ import { TokenEndpoint } from "./TokenEndpoint.ts"
 import { TokenService } from "./TokenService.ts"
 
 const assemble = <E, R>(base: Layer.Layer<ClientRegistry | SigningKeys | FailureLimiter, E, R>) =>
-  Layer.mergeAll(TokenEndpoint.layer, BearerAuth.layer).pipe(
+  Layer.mergeAll(TokenEndpoint.layer, BearerCheckLive).pipe(
+    Layer.provideMerge(BearerAuth.layer),
     Layer.provideMerge(TokenService.layer),
     Layer.provideMerge(base)
   )

@@ -41,7 +41,7 @@ export interface PrivateOrPublicEcJwk {
 const B64URL = /^[A-Za-z0-9_-]+$/
 
 /** Shape check of a configured JWKS; never echoes key material in messages. */
-export const parseConfiguredJwks = (
+const parseConfiguredJwks = (
   name: string,
   text: string
 ): { readonly keys: ReadonlyArray<PrivateOrPublicEcJwk> } | { readonly problem: string } => {

@@ -21,7 +21,7 @@ import { AppConfig } from "../config/AppConfig.ts"
 import { ConfigInvalid } from "../config/ConfigInvalid.ts"
 import type { FileError } from "../platform/files.ts"
 import * as ReloadingFile from "../platform/ReloadingFile.ts"
-import type { StartupFailure } from "../startup.ts"
+import type { StartupFailure } from "../lifecycle/StartupFailure.ts"
 import { OAuthDatabase } from "./store/Database.ts"
 import { ensureSigningKey, keysState } from "./store/keysTable.ts"
 import { makePgState } from "./store/pgState.ts"
@@ -43,9 +43,9 @@ import {
 import { OAuthConfig, type PrivateOrPublicEcJwk } from "./OAuthConfig.ts"
 import { type Keys, loadKeys, SigningKeysFile, storeKeys } from "./signingKeysFile.ts"
 
-export type KeyOrigin = "configured" | "file" | "database" | "generated" | "ephemeral"
+type KeyOrigin = "configured" | "file" | "database" | "generated" | "ephemeral"
 
-export interface KeyRotation {
+interface KeyRotation {
   readonly kid: string
   readonly publishedKids: ReadonlyArray<string>
   readonly removedKids: ReadonlyArray<string>
@@ -67,7 +67,7 @@ export interface SigningKeysShape {
 }
 
 /** Retired keys stay published this long: > TOKEN_TTL_SECONDS max (24 h) + remote JWKS caches. */
-export const RETIRED_KEY_RETENTION_MS = 25 * 3600 * 1000
+const RETIRED_KEY_RETENTION_MS = 25 * 3600 * 1000
 
 export class SigningKeys extends Context.Service<SigningKeys, SigningKeysShape>()("app/oauth/SigningKeys") {
   /** OAUTH_SIGNING_KEYS when set; else PostgreSQL with DATABASE_URL; else the file under DATA_DIR. */

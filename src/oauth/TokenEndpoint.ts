@@ -2,7 +2,7 @@
  * POST /oauth/token, independent of the HTTP framework (CONTRACT C6, RFC 6749 §2.3.1, §3.2, §4.4, §5).
  * The route hands over the raw Authorization and Content-Type headers, the raw body and the client
  * address, and sends back exactly the status, headers and JSON body returned here. Reading the request
- * is tokenRequest.ts; the answers' shapes are tokenResponse.ts; this file is the order of decisions.
+ * is tokenRequest.ts; the answers' shapes are src/api/tokenResponse.ts; this file is the order of decisions.
  *
  * Decisions (documented for the API reference):
  * - Only `client_secret_basic`. Credentials in the body (`client_secret`, `client_assertion*`, a
@@ -23,14 +23,9 @@
  *   `Retry-After` until the window frees, the right secret included. Never per client alone: nobody
  *   else's failures refuse a client's right secret. RFC 6749 has no error code for this and an
  *   invented one would break clients, so the body says `"error": "invalid_request"` with problem
- *   `code`/`type` `rate_limited` (as the HTTP layer's 405 and 413 do, tokenResponse.ts).
+ *   `code`/`type` `rate_limited` (as the HTTP layer's 405 and 413 do, src/api/tokenResponse.ts).
  */
 import { Context, Effect, Layer } from "effect"
-import { AppConfig } from "../config/AppConfig.ts"
-import { ClientRegistry, type OAuthClient } from "./ClientRegistry.ts"
-import { type Blocked, FailureLimiter } from "./FailureLimiter.ts"
-import { parseScopeString, type Scope } from "./scopes.ts"
-import { isEncoded, isFormContentType, parseBasicAuthorization, parseTokenForm } from "./tokenRequest.ts"
 import {
   BASIC_CHALLENGE,
   BASIC_CHALLENGE_INVALID_CLIENT,
@@ -39,7 +34,13 @@ import {
   issuedResponse,
   type TokenEndpointResponse,
   type TokenErrorCode
-} from "./tokenResponse.ts"
+} from "../api/tokenResponse.ts"
+import { AppConfig } from "../config/AppConfig.ts"
+import { ClientRegistry } from "./ClientRegistry.ts"
+import { type Blocked, FailureLimiter } from "./FailureLimiter.ts"
+import type { OAuthClient } from "./oauthClient.ts"
+import { parseScopeString, type Scope } from "./scopes.ts"
+import { isEncoded, isFormContentType, parseBasicAuthorization, parseTokenForm } from "./tokenRequest.ts"
 import { TokenService } from "./TokenService.ts"
 
 export {
@@ -47,12 +48,10 @@ export {
   BASIC_CHALLENGE_INVALID_CLIENT,
   type TokenEndpointResponse,
   type TokenErrorBody,
-  type TokenErrorCode,
-  TokenErrorTitles,
   type TokenSuccessBody
-} from "./tokenResponse.ts"
+} from "../api/tokenResponse.ts"
 
-export interface TokenRequestInput {
+interface TokenRequestInput {
   /** The raw `Authorization` header, if any. */
   readonly authorization: string | undefined
   /** The raw `Content-Type` header, if any. */

@@ -21,7 +21,7 @@ import { canonicalScopes, formatScopes, parseScopeString, type Scope } from "./s
 import { randomToken } from "./secrets.ts"
 import { SigningKeys } from "./SigningKeys.ts"
 
-export const ACCESS_TOKEN_TYP = "at+jwt"
+const ACCESS_TOKEN_TYP = "at+jwt"
 
 /** Who is calling with a valid token. */
 export interface Principal {
@@ -29,7 +29,7 @@ export interface Principal {
   readonly scopes: ReadonlyArray<Scope>
 }
 
-export interface IssuedToken {
+interface IssuedToken {
   readonly accessToken: string
   readonly tokenType: "Bearer"
   /** Seconds, a JSON number on the wire. */
@@ -52,7 +52,7 @@ export const REQUIRED_CLAIMS = ["iss", "exp", "aud", "sub", "client_id", "iat", 
 const JWS_COMPACT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/
 const MAX_TOKEN_LENGTH = 4096
 /** How far ahead of this clock an `iat` may lie (another instance's clock may run ahead). */
-export const MAX_CLOCK_SKEW_SECONDS = 60
+const MAX_CLOCK_SKEW_SECONDS = 60
 
 const invalid = (reason: InvalidTokenReason): InvalidToken =>
   new InvalidToken({

@@ -3,7 +3,7 @@
  * secrets. Strict: a hand-edited file with a mistake is reported, not half-loaded.
  */
 import { Effect, Schema } from "effect"
-import type { OAuthClient } from "./ClientRegistry.ts"
+import { ClientStatuses, type OAuthClient } from "./oauthClient.ts"
 import { canonicalScopes, ScopeSchema } from "./scopes.ts"
 import { decodeSecretHash, encodeSecretHash, type Pepper } from "./secrets.ts"
 
@@ -26,12 +26,12 @@ const SecretHash = Schema.String.check(
   Schema.makeFilter((s: string) => decodeSecretHash(s) !== undefined, { expected: "hmac-sha256:<32 bytes, base64url>" })
 )
 
-export const ClientRecord = Schema.Struct({
+const ClientRecord = Schema.Struct({
   client_id: Schema.String.check(Schema.isMinLength(1)),
   name: Schema.String,
   scopes: Schema.Array(ScopeSchema).check(Schema.isMinLength(1)),
   secret_hash: SecretHash,
-  status: Schema.Literals(["active", "revoked"]),
+  status: Schema.Literals(ClientStatuses),
   created_at: IsoDate,
   rotated_at: Schema.NullOr(IsoDate)
 })

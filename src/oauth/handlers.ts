@@ -7,13 +7,14 @@ import { Effect } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
+import { refusalResponse } from "../api/tokenResponse.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { clientIp } from "../http/clientIp.ts"
+import { asHttpResponse } from "../http/problemResponse.ts"
 import { CurrentRequestId } from "../http/requestId.ts"
 import { discoveryDocument } from "./discovery.ts"
 import { SigningKeys } from "./SigningKeys.ts"
 import { TokenEndpoint } from "./TokenEndpoint.ts"
-import { asHttpResponse, refusalResponse } from "./tokenResponse.ts"
 
 export const OAuthHandlers = HttpApiBuilder.group(
   Api,

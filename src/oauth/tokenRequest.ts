@@ -39,13 +39,13 @@ export const isFormContentType = (contentType: string | undefined): boolean => {
  * Client authentication in the body: not supported, and never next to Basic (one method, §2.3), except
  * a `client_id` naming the Basic client, which some client libraries send (C6).
  */
-export const BODY_CREDENTIALS = ["client_id", "client_secret", "client_assertion", "client_assertion_type"] as const
+const BODY_CREDENTIALS = ["client_id", "client_secret", "client_assertion", "client_assertion_type"] as const
 
 /** Parameters the endpoint interprets; a repeat of one of them is an error, of others is ignored. */
 const KNOWN_PARAMETERS = ["grant_type", "scope", ...BODY_CREDENTIALS]
 
 /** The parameters the endpoint reads; an empty value is absent (§3.2). */
-export interface TokenForm {
+interface TokenForm {
   readonly grantType: string | undefined
   readonly scope: string | undefined
   /** Which of `BODY_CREDENTIALS` the body carries, in that order. */

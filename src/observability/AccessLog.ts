@@ -52,7 +52,7 @@ const isoNow = () => {
 }
 
 /** One JSON line of the shape of logging.ts; fixed members written directly, strings always through JSON.stringify. */
-export const formatLine = (e: AccessLogEntry): string => {
+const formatLine = (e: AccessLogEntry): string => {
   const { method, path, status, durationMs, requestId, clientIp, ...rest } = e
   let line = `{"time":"${isoNow()}","level":"info","msg":"request","method":${JSON.stringify(method)},` +
     `"path":${JSON.stringify(path)},"status":${status},"durationMs":${durationMs},"requestId":"${requestId}",` +

@@ -7,7 +7,7 @@ import { Cause, Logger, References } from "effect"
 const levelOf = (label: string) => label.toLowerCase()
 
 /** Effect's log calls, as JSON lines of the access log's shape. */
-export const jsonLogger = Logger.make<unknown, void>(({ cause, date, fiber, logLevel, message }) => {
+const jsonLogger = Logger.make<unknown, void>(({ cause, date, fiber, logLevel, message }) => {
   const messages = Array.isArray(message) ? message : [message]
   const [first, ...rest] = messages
   const fields: Record<string, unknown> = {}
@@ -18,7 +18,7 @@ export const jsonLogger = Logger.make<unknown, void>(({ cause, date, fiber, logL
 })
 
 /** `{"time","level","msg",...fields}` and a newline. */
-export const jsonLine = (time: string, level: string, msg: string, fields: Record<string, unknown>) => {
+const jsonLine = (time: string, level: string, msg: string, fields: Record<string, unknown>) => {
   let line = `{"time":"${time}","level":${JSON.stringify(level)},"msg":${JSON.stringify(msg)}`
   for (const key in fields) line += `,${JSON.stringify(key)}:${JSON.stringify(fields[key])}`
   return `${line}}\n`

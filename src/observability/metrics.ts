@@ -42,9 +42,6 @@ const handle = <M extends Metric.Metric<number, any>>(key: string, metric: M, la
   return update
 }
 
-export const recordRequest = (route: string, method: string, status: number, seconds: number) =>
-  requestMetrics(route).record(method, status, seconds)
-
 /** The request metrics of one route pattern, bound per method and status on first use. */
 export interface RequestMetrics {
   readonly record: (method: string, status: number, seconds: number) => void

@@ -9,7 +9,7 @@ import { RateLimiter } from "effect/persistence"
 type Consume = RateLimiter.RateLimiter["consume"]
 
 /** A store round trip slower than this counts as an outage for that call. */
-export const storeTimeout = Duration.millis(250)
+const storeTimeout = Duration.millis(250)
 
 export const consumeWithFallback = (options: {
   readonly shared: RateLimiter.RateLimiter

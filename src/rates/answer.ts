@@ -26,7 +26,7 @@ export const verdictOf = (error: SourceError): RatesUpstreamError | RatesUnavail
  * after the shorter of the two sources' waits (one that does not list the coin has none; one that just
  * failed may be asked again at once).
  */
-export const neitherSource = (first: SourceError, second: SourceError): RatesUpstreamError | RatesUnavailableError => {
+const neitherSource = (first: SourceError, second: SourceError): RatesUpstreamError | RatesUnavailableError => {
   const reason = `${first.message}; ${second.message}`
   if (!isUnavailable(first)) return new RatesUpstreamError({ reason })
   const waits = [Math.max(1, first.retryAfterSeconds)]
@@ -35,7 +35,7 @@ export const neitherSource = (first: SourceError, second: SourceError): RatesUps
 }
 
 /** `2026-11-22T10:00:00Z`: ISO 8601 without the milliseconds (toISOString always ends `.mmmZ` in this range). */
-export const isoSeconds = (epochMs: number) => {
+const isoSeconds = (epochMs: number) => {
   const iso = new Date(epochMs).toISOString()
   return iso.length === 24 ? `${iso.slice(0, 19)}Z` : iso.replace(/\.\d{3}Z$/, "Z")
 }
@@ -44,7 +44,7 @@ export const isoSeconds = (epochMs: number) => {
  * `points.slice(-count)`, by hand: on a frozen array (held copies are frozen) `slice` takes V8's slow
  * path, about 40 times slower than this loop.
  */
-export const lastPoints = <A>(points: ReadonlyArray<A>, count: number): Array<A> => {
+const lastPoints = <A>(points: ReadonlyArray<A>, count: number): Array<A> => {
   const start = count > 0 ? Math.max(0, points.length - count) : Math.min(points.length, -count)
   const out: Array<A> = []
   for (let i = start; i < points.length; i++) out.push(points[i]!)

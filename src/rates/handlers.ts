@@ -14,8 +14,8 @@ import type { ExchangeRatesRequest } from "../api/schemas.ts"
 import { encodeRatesBody } from "./answerMemo.ts"
 import { type RatesAnswer, RatesProvider, type RatesQuery, type RatesResult } from "./RatesProvider.ts"
 
-export const DefaultCurrency = "usd"
-export const DefaultDays = 30
+const DefaultCurrency = "usd"
+const DefaultDays = 30
 
 /** Upper-cased and de-duplicated, first occurrence keeps its place (C4). */
 export const toRatesQuery = (payload: ExchangeRatesRequest, caller?: string): RatesQuery => ({

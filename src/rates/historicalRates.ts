@@ -22,7 +22,7 @@ export interface HistoricalRatesOptions {
   readonly requestBudgetMs: number
 }
 
-export const makeHistoricalRates = (options: HistoricalRatesOptions) =>
+const makeHistoricalRates = (options: HistoricalRatesOptions) =>
   Effect.gen(function*() {
     const directory = yield* CoinDirectory
     const prices = yield* LatestPrices

@@ -26,7 +26,7 @@ export const testCurrencies: ReadonlyMap<string, number> = new Map([
 ])
 
 /** Price of a test coin on day `dayIndex` (0 = the last daily point, 1 = the day before, ...). */
-export const testPrice = (basePriceUsd: number, fx: number, dayIndex: number): number =>
+const testPrice = (basePriceUsd: number, fx: number, dayIndex: number): number =>
   Math.round(basePriceUsd * fx * (1 + 0.01 * ((dayIndex * 7) % 11 - 5)) * 100) / 100
 
 const rateFor = (symbol: string, days: number, fx: number) => {

@@ -35,7 +35,7 @@ export const clip = (text: string, max = 200) => (text.length > max ? `${text.sl
 const bodyKind = (body: string) => (/^\s*</.test(body) ? "an HTML page" : body.trim() === "" ? "an empty body" : "a non-JSON body")
 
 /** What a source's error bodies say, read by its own shapes; undefined when the body is not JSON. */
-export type ErrorMessage = (json: unknown) => string
+type ErrorMessage = (json: unknown) => string
 
 export interface Reading {
   readonly source: SourceName

@@ -13,7 +13,7 @@ import { DailyHistory } from "../../src/rates/history/DailyHistory.ts"
 import { coinGeckoAlone } from "../rates/helpers.ts"
 
 /** The live provider with the production defaults, but for `env`. */
-export const liveRatesLayer = (emulator: CoinGeckoEmulator, env: Env = {}): Layer.Layer<RatesProvider, unknown> =>
+const liveRatesLayer = (emulator: CoinGeckoEmulator, env: Env = {}): Layer.Layer<RatesProvider, unknown> =>
   coinGeckoAlone.pipe(Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, ...env })),
     Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, DailyHistory.layerMemory, durableCellMemory))
   )

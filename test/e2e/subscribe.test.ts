@@ -7,7 +7,7 @@ import { Layer } from "effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { type BrevoEmulator, startBrevoEmulator } from "../emulators/brevo.ts"
 import { type ListmonkEmulator, startListmonkEmulator } from "../emulators/listmonk.ts"
-import { Newsletter } from "../../src/newsletter/Newsletter.ts"
+import * as Newsletters from "../../src/newsletter/layer.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { configFrom } from "../support/config.ts"
 import { expectProblem } from "../support/problems.ts"
@@ -17,7 +17,7 @@ const templates = { es: 11, en: 12, fr: 13, it: 14, pt: 15 }
 const listUuids = Object.fromEntries(locales.map((l, i) => [l, `0b6f8f3e-6a1c-4c9e-9b7e-2f1d3c4b5a6${i}`]))
 
 const live = (env: Record<string, string>) =>
-  Newsletter.layer.pipe(Layer.provide(NodeHttpClient.layerUndici), Layer.provide(configFrom({ NEWSLETTER_TIMEOUT_MS: "1000", NEWSLETTER_DEADLINE_MS: "3000", ...env })))
+  Newsletters.layer.pipe(Layer.provide(NodeHttpClient.layerUndici), Layer.provide(configFrom({ NEWSLETTER_TIMEOUT_MS: "1000", NEWSLETTER_DEADLINE_MS: "3000", ...env })))
 
 const subscribe = (app: TestApp, email: string, locale: string) =>
   fetch(`${app.url}/api/subscribe`, {

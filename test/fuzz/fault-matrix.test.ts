@@ -13,7 +13,7 @@ import { type BrevoEmulator, startBrevoEmulator } from "../emulators/brevo.ts"
 import { type CoinGeckoEmulator, type FaultMode as CoinGeckoFault, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { type ListmonkEmulator, startListmonkEmulator } from "../emulators/listmonk.ts"
 import type { FaultMode as NewsletterFault } from "../emulators/newsletter-kit.ts"
-import { Newsletter } from "../../src/newsletter/Newsletter.ts"
+import * as Newsletters from "../../src/newsletter/layer.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { configFrom } from "../support/config.ts"
 import { BASE } from "../support/problems.ts"
@@ -142,7 +142,7 @@ describe("CoinGecko fault modes × the upstream calls behind POST /api/v1/exchan
 
 const newsletterEnv = { NEWSLETTER_TIMEOUT_MS: "300", NEWSLETTER_DEADLINE_MS: "1200", NEWSLETTER_RETRIES: "1" }
 const live = (env: Record<string, string>) =>
-  Newsletter.layer.pipe(Layer.provide(NodeHttpClient.layerUndici), Layer.provide(configFrom({ ...newsletterEnv, ...env })))
+  Newsletters.layer.pipe(Layer.provide(NodeHttpClient.layerUndici), Layer.provide(configFrom({ ...newsletterEnv, ...env })))
 
 type NewsletterCase = readonly [mode: Exclude<NewsletterFault, "none">, times: number | undefined, delayMs: number | undefined, expected: 200 | 502]
 

@@ -130,7 +130,7 @@ export const exchange = (url: string, c: RawCase): Promise<string> => {
 }
 
 /** Every case's answer by name, one request at a time. */
-export const answersOf = async (url: string) => {
+const answersOf = async (url: string) => {
   const answers: Record<string, string> = {}
   for (const c of rawCases) answers[c.name] = await exchange(url, c)
   return answers

@@ -4,7 +4,7 @@
  */
 import { Effect, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { Readiness } from "../../src/http/probes.ts"
+import { Readiness } from "../../src/lifecycle/Readiness.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 
 let app: TestApp

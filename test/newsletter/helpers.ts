@@ -5,12 +5,13 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Exit, Layer, Logger, ManagedRuntime } from "effect"
 import { configFrom, type Env } from "../support/config.ts"
+import * as Newsletters from "../../src/newsletter/layer.ts"
 import { Locales, Newsletter, type SubscribeInput } from "../../src/newsletter/Newsletter.ts"
 
 export const LOCALES = Locales
 
-export const liveLayer = (env: Env) =>
-  Newsletter.layer.pipe(
+const liveLayer = (env: Env) =>
+  Newsletters.layer.pipe(
     Layer.provide(NodeHttpClient.layerUndici),
     Layer.provide(configFrom(env))
   )
@@ -23,7 +24,7 @@ export interface LiveNewsletter {
   readonly dispose: () => Promise<void>
 }
 
-export type Attempt =
+type Attempt =
   | { readonly ok: true; readonly outcome: string; readonly ms: number }
   | { readonly ok: false; readonly tag: string; readonly reason: string; readonly ms: number }
 

@@ -18,7 +18,7 @@ export const SPECIAL_SECRET = "S3cr3t-_+/=:%&é ü 🔑 ~."
 
 const testEnv = (env: Env): Env => ({ PUBLIC_BASE_URL: BASE, TOKEN_TTL_SECONDS: "900", ...env })
 
-export const appConfigLayer = (env: Env = {}) => AppConfig.layer.pipe(Layer.provide(configFrom(testEnv(env))))
+const appConfigLayer = (env: Env = {}) => AppConfig.layer.pipe(Layer.provide(configFrom(testEnv(env))))
 
 const created: Array<string> = []
 // Registered in the root suite of each test file that imports these helpers.
@@ -72,7 +72,7 @@ export const fileRuntime = (dataDir: string, env: Env = {}, clock?: ReturnType<t
 }
 
 /** oauth4webapi's form encoding (it escapes even `-_.!~*'()`), for Basic credentials. */
-export const formEncode = (s: string): string =>
+const formEncode = (s: string): string =>
   encodeURIComponent(s).replace(/(?:[-_.!~*'()]|%20)/g, (c) => (c === "%20" ? "+" : `%${c.charCodeAt(0).toString(16).toUpperCase()}`))
 
 export const basic = (id: string, secret: string, encode: (s: string) => string = formEncode): string =>

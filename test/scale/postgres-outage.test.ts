@@ -8,7 +8,7 @@
 import { Effect, Exit, Layer, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AppConfig } from "../../src/config/AppConfig.ts"
-import { Readiness } from "../../src/http/probes.ts"
+import { Readiness } from "../../src/lifecycle/Readiness.ts"
 import { OAuthDatabase } from "../../src/oauth/store/Database.ts"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { configFrom } from "../support/config.ts"

@@ -6,7 +6,7 @@
 import { Effect, Exit } from "effect"
 import { describe, expect, it } from "vitest"
 import { ConfigInvalid } from "../../src/config/ConfigInvalid.ts"
-import { validateConfiguration } from "../../src/config/validate.ts"
+import { validateConfiguration } from "../../src/checkConfiguration.ts"
 import { configFrom } from "../support/config.ts"
 
 const problemsOf = async (env: Record<string, string>) => {

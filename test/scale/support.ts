@@ -78,7 +78,7 @@ export const startPostgres = async () => {
 }
 
 /** The shared PostgreSQL of developer and CI machines (trust auth), which tests only add databases to. */
-export const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
+const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 
 /** Runs statements outside a transaction (CREATE/DROP DATABASE) on the server of `url`. */
 export const runSql = (url: string, statements: ReadonlyArray<string>) =>

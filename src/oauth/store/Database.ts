@@ -14,9 +14,9 @@ import type { PgClient } from "@effect/sql-pg"
 import { Context, Duration, Effect, Layer, Queue, Schedule, type Scope, Semaphore } from "effect"
 import type { AppConfig } from "../../config/AppConfig.ts"
 import { Database, databaseError, DatabaseError } from "../../database/Database.ts"
-import type { StartupFailure } from "../../startup.ts"
+import type { StartupFailure } from "../../lifecycle/StartupFailure.ts"
 
-export { databaseError, Locks, reasonOf } from "../../database/Database.ts"
+export { databaseError, Locks } from "../../database/Database.ts"
 
 /** What the change feed follows: a row of `oauth_versions`. */
 export type Followed = "clients" | "signing_keys"
@@ -32,7 +32,7 @@ export interface OAuthDatabaseShape {
   readonly check: Effect.Effect<void, string>
 }
 
-export const pollEvery = Duration.millis(500)
+const pollEvery = Duration.millis(500)
 const channel = "oauth_changes"
 
 const make = Effect.gen(function*() {

@@ -8,12 +8,12 @@ import { Effect, Layer } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
 import type { AppConfig } from "../../config/AppConfig.ts"
 import { Database, reasonOf } from "../../database/Database.ts"
-import type { StartupFailure } from "../../startup.ts"
+import type { StartupFailure } from "../../lifecycle/StartupFailure.ts"
 import { DurableCell, DurableCellError } from "./DurableCell.ts"
 
 const failed = (error: SqlError) => new DurableCellError({ store: "postgresql", reason: reasonOf(error) })
 
-export const makePostgresCell = Effect.gen(function*() {
+const makePostgresCell = Effect.gen(function*() {
   const { sql } = yield* Database
   return DurableCell.of({
     store: "postgresql",

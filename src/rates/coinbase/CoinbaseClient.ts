@@ -19,7 +19,7 @@ import { DAILY_GRANULARITY_S, type DailyClose, dailyCloses, dayWindows } from ".
 import { CoinbaseConfig } from "./CoinbaseConfig.ts"
 import { type CoinbaseProduct, decodeCandles, decodeProducts, decodeStats, decodeTicker, errorMessage, type Stats, type Ticker } from "./responses.ts"
 
-export type { CoinbaseProduct, Stats, Ticker } from "./responses.ts"
+export type { CoinbaseProduct, Stats } from "./responses.ts"
 
 export interface CoinbaseClientShape {
   /** The products Coinbase trades now: one attempt (the list is held by products.ts). */

@@ -1,7 +1,7 @@
 /**
  * Settings of the second rates source, Coinbase Exchange's public market data (CONTRACT C2 and C4,
  * "Second source"): where it is and whether it is used, read from the current `ConfigProvider`; every
- * bad variable is reported by name at start-up (src/config/validate.ts).
+ * bad variable is reported by name at start-up (src/checkConfiguration.ts).
  *
  * Only the two variables of the contract are read. The rest are Coinbase's documented public limits
  * (10 requests/s per address, 300 candles a call) and our guards around them: fixed here, overridable
@@ -11,10 +11,10 @@ import { Config, Context, Effect, Layer } from "effect"
 import type { ConfigInvalid } from "../../config/ConfigInvalid.ts"
 import { httpUrl, oneOf, readAll } from "../../config/read.ts"
 
-export const COINBASE_EXCHANGE_BASE_URL = "https://api.exchange.coinbase.com"
+const COINBASE_EXCHANGE_BASE_URL = "https://api.exchange.coinbase.com"
 
-export const RatesFallbacks = ["coinbase", "none"] as const
-export type RatesFallback = (typeof RatesFallbacks)[number]
+const RatesFallbacks = ["coinbase", "none"] as const
+type RatesFallback = (typeof RatesFallbacks)[number]
 
 export interface CoinbaseConfigShape {
   /** Coinbase Exchange REST root, no trailing slash. */
@@ -46,7 +46,7 @@ export interface CoinbaseConfigShape {
 }
 
 /** The guards, fixed (see the header). */
-export const coinbaseDefaults: Omit<CoinbaseConfigShape, "baseUrl" | "fallback"> = {
+const coinbaseDefaults: Omit<CoinbaseConfigShape, "baseUrl" | "fallback"> = {
   attemptTimeoutMs: 3_000,
   requestBudgetMs: 8_000,
   retries: 2,

@@ -11,7 +11,7 @@ import { DAY_MS } from "../dailySeries.ts"
 import type { Candle } from "./responses.ts"
 
 /** Candles one call may return (Coinbase rejects a wider range with a 400). */
-export const MAX_CANDLES_PER_CALL = 300
+const MAX_CANDLES_PER_CALL = 300
 
 /** Coinbase's daily granularity, in seconds. */
 export const DAILY_GRANULARITY_S = 86_400

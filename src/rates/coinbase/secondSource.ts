@@ -26,10 +26,10 @@ import { CoinbaseClient, type Stats } from "./CoinbaseClient.ts"
 import { CoinbaseConfig } from "./CoinbaseConfig.ts"
 import { makeProducts } from "./products.ts"
 
-export const COINBASE_ATTRIBUTION = "Data provided by Coinbase Exchange"
+const COINBASE_ATTRIBUTION = "Data provided by Coinbase Exchange"
 
 /** How long a Coinbase price, and an answer made of it, is reused: a minute. */
-export const STATS_REUSE_MS = 60_000
+const STATS_REUSE_MS = 60_000
 
 /** Every series is kept for a year, as the first source's (C4 `days` up to 365). */
 const SERIES_DAYS = 365

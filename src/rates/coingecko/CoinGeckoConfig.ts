@@ -8,8 +8,8 @@ import { Config, Context, Effect, Layer, Option, type Redacted } from "effect"
 import type { ConfigInvalid } from "../../config/ConfigInvalid.ts"
 import { httpUrl, int, oneOf, optional, readAll, required, secret } from "../../config/read.ts"
 
-export const COINGECKO_DEMO_BASE_URL = "https://api.coingecko.com/api/v3"
-export const COINGECKO_PRO_BASE_URL = "https://pro-api.coingecko.com/api/v3"
+const COINGECKO_DEMO_BASE_URL = "https://api.coingecko.com/api/v3"
+const COINGECKO_PRO_BASE_URL = "https://pro-api.coingecko.com/api/v3"
 
 export interface CoinGeckoConfigShape {
   /** CoinGecko-compatible API root, no trailing slash. */

@@ -20,11 +20,11 @@ import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
 import { ATTRIBUTION } from "./latestPrices.ts"
 
 /** Every series is fetched for the longest `days` allowed (C4) and sliced. */
-export const SERIES_DAYS = 365
+const SERIES_DAYS = 365
 
 const ChartSchema = Schema.NullOr(Schema.Array(Schema.Tuple([Schema.Finite, Schema.Finite])))
 
-export const chartKey = (id: string, currency: string) => `rates:v2:chart:${id}:${currency}`
+const chartKey = (id: string, currency: string) => `rates:v2:chart:${id}:${currency}`
 
 interface SeriesOf {
   readonly coin: string
@@ -39,7 +39,7 @@ const RANGE_MARGIN_S = 3_600
 const OLDEST_FROM_MS = 365 * DAY_MS - 10 * 60_000
 
 /** The UNIX seconds asked for `range` at `now`: widened by the margin, but never older than the plan allows. */
-export const askedSeconds = (range: DayRange, now: number) => ({
+const askedSeconds = (range: DayRange, now: number) => ({
   from: Math.max(range.from / 1000 - RANGE_MARGIN_S, Math.ceil((now - OLDEST_FROM_MS) / 1000)),
   to: range.to / 1000 + RANGE_MARGIN_S
 })
@@ -69,7 +69,7 @@ const LATE_CLOSE_WINDOW_MS = 6 * 3_600_000
  * Past points never change: a series is complete until the next daily point, then served while
  * refreshed. One that lacks the newest close published is complete only until it is asked again.
  */
-export const chartTiming = (value: Chart, storedAt: number): Timing => {
+const chartTiming = (value: Chart, storedAt: number): Timing => {
   if (value === null) return freshFor(MISSING_COIN_TTL)
   let ttl = millisUntilNextDailyPoint(storedAt)
   const newest = lastPublishedDay(storedAt)

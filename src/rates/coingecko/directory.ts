@@ -23,7 +23,7 @@ import { CoinGeckoClient, type ListedCoin, type MarketRow } from "./CoinGeckoCli
 import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
 
 /** CoinGecko's list in 2026, lower-case. */
-export const RELEASE_CURRENCIES: ReadonlyArray<string> = [
+const RELEASE_CURRENCIES: ReadonlyArray<string> = [
   "btc", "eth", "ltc", "bch", "bnb", "eos", "xrp", "xlm", "link", "dot", "yfi", "sol", "usd", "aed", "ars", "aud", "bdt", "bhd",
   "bmd", "brl", "cad", "chf", "clp", "cny", "czk", "dkk", "eur", "gbp", "gel", "hkd", "huf", "idr", "ils", "inr", "jpy", "krw",
   "kwd", "lkr", "mmk", "mxn", "myr", "ngn", "nok", "nzd", "php", "pkr", "pln", "rub", "sar", "sek", "sgd", "thb", "try", "twd",
@@ -43,7 +43,7 @@ const COIN_INDEX = "rates:v2:coin-index"
 const RELOAD_SPREAD_MS = 5 * 60_000
 
 /** The index from the list and the ranked rows (best rank first within a page). */
-export const buildCoinIndex = (listed: ReadonlyArray<ListedCoin>, ranked: ReadonlyArray<MarketRow>): CoinIndex => {
+const buildCoinIndex = (listed: ReadonlyArray<ListedCoin>, ranked: ReadonlyArray<MarketRow>): CoinIndex => {
   const rankOf = new Map<string, number>()
   for (const row of ranked) if (!rankOf.has(row.id)) rankOf.set(row.id, row.market_cap_rank ?? Number.MAX_SAFE_INTEGER)
   const best = new Map<string, { readonly id: string; readonly name: string; readonly rank: number }>()

@@ -27,14 +27,14 @@ const LatestSchema = Schema.NullOr(Schema.Struct({
   change30d: Schema.NullOr(Schema.Finite)
 }))
 
-export const latestKey = (currency: string, id: string) => `rates:v2:latest:${currency}:${id}`
+const latestKey = (currency: string, id: string) => `rates:v2:latest:${currency}:${id}`
 
 interface PriceOf {
   readonly currency: string
   readonly id: string
 }
 
-export const toLatest = (row: MarketRow): NonNullable<Latest> => ({
+const toLatest = (row: MarketRow): NonNullable<Latest> => ({
   name: row.name,
   price: row.current_price,
   change24h: row.price_change_percentage_24h_in_currency ?? row.price_change_percentage_24h ?? null,

@@ -21,7 +21,7 @@ export const UNIT_SIZE = 250
  * longer: answers are repeated from memory until their prices are due, so a popular currency may not
  * reach the provider (and this tally) more often than once an interval.
  */
-export const DEMAND_WINDOW_MS = 30 * 60_000
+const DEMAND_WINDOW_MS = 30 * 60_000
 /** The share of the pace the refreshes of latest prices plan for. */
 export const PRICES_SHARE = 0.9
 

@@ -56,7 +56,7 @@ export interface CopiesOptions<K, A> {
 }
 
 /** What `getAll` gathered: the copies served, and the failures behind those missing or stale. */
-export interface Gathered<K, A> {
+interface Gathered<K, A> {
   readonly served: ReadonlyMap<K, Served<A>>
   /** Per key that could not be fetched. */
   readonly failures: ReadonlyMap<K, SourceError>

@@ -27,7 +27,7 @@ import { makeBoundedLru } from "../../platform/boundedLru.ts"
 import { Redis } from "effect/persistence"
 import { deepFreeze } from "../../platform/deepFreeze.ts"
 
-export interface SetOptions {
+interface SetOptions {
   /** A negative answer (no such coin, no market): kept in the small store of its own. */
   readonly negative?: boolean
 }
@@ -48,7 +48,7 @@ export interface MemoryStoreOptions {
   readonly negativeEntries?: number
 }
 
-export interface MemoryStoreSize {
+interface MemoryStoreSize {
   readonly data: { readonly entries: number; readonly bytes: number }
   readonly negative: { readonly entries: number; readonly bytes: number }
 }

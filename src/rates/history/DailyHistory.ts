@@ -15,14 +15,14 @@ import type { SqlError } from "effect/sql/SqlError"
 import { AppConfig } from "../../config/AppConfig.ts"
 import { Database, reasonOf } from "../../database/Database.ts"
 import type { FileError } from "../../platform/files.ts"
-import type { StartupFailure } from "../../startup.ts"
+import type { StartupFailure } from "../../lifecycle/StartupFailure.ts"
 import { lastPublishedDay } from "../dailySeries.ts"
 import { makeFileStore } from "./fileStore.ts"
 import { makeMemoryStore } from "./memoryStore.ts"
 import { makePostgresStore } from "./postgresStore.ts"
 import { type HeldSeries, type SeriesId, type SeriesStore, seriesKey, validSeries } from "./seriesStore.ts"
 
-export { type HeldSeries, mergeHeld, type SeriesId } from "./seriesStore.ts"
+export type { HeldSeries } from "./seriesStore.ts"
 
 /** The history could not be read or written (a file, PostgreSQL). Never holds data or the URL. */
 export class HistoryError extends Data.TaggedError("HistoryError")<{

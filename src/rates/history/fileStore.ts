@@ -20,7 +20,7 @@ const HistoryFile = Schema.Struct({
 const decodeFile = Schema.decodeUnknownOption(Schema.fromJsonString(HistoryFile))
 
 /** Coin ids and currency codes as file names: kept when plainly safe, else a digest (never `..`, `/`, or a long name). */
-export const safeName = (id: string): string =>
+const safeName = (id: string): string =>
   /^[a-z0-9][a-z0-9_-]{0,99}$/.test(id) ? id : `_${createHash("sha256").update(id).digest("hex").slice(0, 32)}`
 
 export const historyFile = (dataDir: string, { coin, currency, source }: SeriesId) =>

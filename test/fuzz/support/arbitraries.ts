@@ -42,7 +42,7 @@ const freshKey = (taken: ReadonlyArray<string>) =>
   fc.oneof(fc.string({ minLength: 1, maxLength: 12 }), fc.constantFrom("extra", "__proto__", "constructor", "toString", "0", ""))
     .filter((k) => !taken.includes(k))
 
-export const jsonLeaf = fc.oneof(
+const jsonLeaf = fc.oneof(
   fc.constant(null),
   fc.boolean(),
   fc.integer(),
@@ -107,7 +107,7 @@ const validGeneric = (model: OpenApiModel, s: Schema, hints: Hints, pointer: str
 }
 
 /** A JSON value whose type differs from the schema's. */
-export const wrongTypeFor = (s: Schema): fc.Arbitrary<unknown> => {
+const wrongTypeFor = (s: Schema): fc.Arbitrary<unknown> => {
   const type = typeOf(s)
   const candidates: Array<[string, fc.Arbitrary<unknown>]> = [
     ["null", fc.constant(null)],
@@ -210,13 +210,6 @@ export const oddUnicode: fc.Arbitrary<string> = fc.oneof(
   fc.string({ unit: "binary", maxLength: 6 }),
   fc.string({ unit: fc.integer({ min: 0xd800, max: 0xdfff }).map((c) => String.fromCharCode(c)), minLength: 1, maxLength: 3 })
 )
-
-/** Mixes odd Unicode into a base string at a random place. */
-export const withOddUnicode = (base: fc.Arbitrary<string>) =>
-  fc.tuple(base, oddUnicode, fc.nat()).map(([b, odd, at]) => {
-    const i = b.length === 0 ? 0 : at % (b.length + 1)
-    return b.slice(0, i) + odd + b.slice(i)
-  })
 
 /**
  * JSON text with `members` serialised in order, keys allowed to repeat (JSON.stringify cannot

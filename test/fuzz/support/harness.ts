@@ -12,7 +12,7 @@ import { type RawRequest, type RawResponse, send, sendBytes } from "./http.ts"
 import { type Exchange, violationsOf } from "./invariants.ts"
 import { loadOpenApi, type OpenApiModel } from "./openapi.ts"
 
-export const FUZZ_SEED = Number(process.env.FUZZ_SEED ?? 20_261_122)
+const FUZZ_SEED = Number(process.env.FUZZ_SEED ?? 20_261_122)
 const RUNS_FACTOR = Number(process.env.FUZZ_RUNS_FACTOR ?? 1)
 
 /** fast-check parameters: the fixed seed and a bounded number of runs. */
@@ -89,8 +89,3 @@ export const expectNoViolations = (checked: Checked, context: string) => {
       `${checked.response.text.slice(0, 400)}\nviolations:\n - ${checked.violations.join("\n - ")}`
   )
 }
-
-export const json = (body: unknown) => ({
-  headers: [["Content-Type", "application/json"]] as const,
-  body: JSON.stringify(body)
-})

@@ -9,13 +9,13 @@ import type { RawResponse } from "./http.ts"
 import type { OpenApiModel, OperationModel } from "./openapi.ts"
 
 /** Statuses any request may meet whatever the operation declares (C7 table, Node's 431). */
-export const CROSS_CUTTING_STATUSES: ReadonlySet<number> = new Set([400, 401, 403, 404, 405, 413, 415, 429, 431])
+const CROSS_CUTTING_STATUSES: ReadonlySet<number> = new Set([400, 401, 403, 404, 405, 413, 415, 429, 431])
 
 /**
  * Pages served beside the API (not operations of the document, src/http/documentRoutes.ts), with their
  * methods and the status of a successful GET: documents 200, the favicon 204, the redirects to /docs.
  */
-export const EXTRA_ROUTES: ReadonlyArray<readonly [RegExp, ReadonlyArray<string>, number]> = [
+const EXTRA_ROUTES: ReadonlyArray<readonly [RegExp, ReadonlyArray<string>, number]> = [
   [/^\/openapi\.json$/, ["GET", "HEAD"], 200],
   [/^\/docs$/, ["GET", "HEAD"], 200],
   [/^\/docs\/(scalar|start)\.js$/, ["GET", "HEAD"], 200],
@@ -31,7 +31,7 @@ const OAUTH_REFUSAL_CODES: ReadonlySet<unknown> = new Set(["rate_limited", "meth
 const OAUTH_ERROR_CODES: ReadonlySet<string> = new Set(OAuthErrorCode.literals)
 
 /** What would betray internals on the wire (RFC 9457 §5). */
-export const INTERNALS_MARKERS: ReadonlyArray<readonly [string, RegExp]> = [
+const INTERNALS_MARKERS: ReadonlyArray<readonly [string, RegExp]> = [
   ["node_modules path", /node_modules/],
   ["TypeScript source location", /\.ts:\d+/],
   ["stack frame", /\bat [\w$.<>[\]]+ \(|\n\s+at /],

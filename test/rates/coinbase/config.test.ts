@@ -1,7 +1,7 @@
 /** The second source's configuration (CONTRACT C2): its defaults, `none`, and every bad variable named at start-up. */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { validateConfiguration } from "../../../src/config/validate.ts"
+import { validateConfiguration } from "../../../src/checkConfiguration.ts"
 import { readCoinbaseConfig } from "../../../src/rates/coinbase/CoinbaseConfig.ts"
 import { configFrom, type Env } from "../../support/config.ts"
 

@@ -20,9 +20,9 @@
 export type CreditKind = "cold" | "refresh"
 
 /** The plan's share kept as a reserve for bursts, and the cold part of the reserve and of the pace. */
-export const RESERVE_SHARE = 0.02
-export const COLD_RESERVE_SHARE = 0.75
-export const COLD_PACE_SHARE = 0.25
+const RESERVE_SHARE = 0.02
+const COLD_RESERVE_SHARE = 0.75
+const COLD_PACE_SHARE = 0.25
 export const LONGEST_MONTH_MS = 31 * 86_400_000
 
 export interface CreditPlan {

@@ -1,11 +1,12 @@
 /**
  * The token endpoint's answers (CONTRACT C6, RFC 6749 §5): exact status, headers and JSON text. Error
  * bodies carry the OAuth members and the problem members (`type` = PUBLIC_BASE_URL/problems/<code>) in one
- * `application/json` object; oauth4webapi rejects `application/problem+json` on this endpoint.
+ * `application/json` object; oauth4webapi rejects `application/problem+json` on this endpoint. Every
+ * error of /oauth/token takes this form, the HTTP layer's refusals (405, 413) included: contract
+ * knowledge, beside the problem classes; src/http/problemResponse.ts makes an answer a response.
  */
-import { HttpServerResponse } from "effect/http"
-import { ProblemCatalogue, problemTypePath } from "../api/problems.ts"
-import type { OAuthErrorBody, TokenResponse } from "../api/schemas.ts"
+import { ProblemCatalogue, problemTypePath } from "./problems.ts"
+import type { OAuthErrorBody, TokenResponse } from "./schemas.ts"
 
 export type TokenSuccessBody = typeof TokenResponse.Type
 export type TokenErrorBody = typeof OAuthErrorBody.Type
@@ -14,7 +15,7 @@ export type TokenErrorBody = typeof OAuthErrorBody.Type
  * Refusals RFC 6749 has no `error` code for: the body says `invalid_request`, the problem `code` and
  * `type` say which (the one place where `code` differs from `error`).
  */
-export type RefusalCode = "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited"
+type RefusalCode = "method_not_allowed" | "payload_too_large" | "unsupported_media_type" | "rate_limited"
 
 /** Fixed problem titles per code; the /problems/<code> pages use the same. */
 export const TokenErrorTitles = {
@@ -47,14 +48,14 @@ export interface TokenEndpointResponse {
   }
 }
 
-export const BASIC_REALM = "oauth"
+const BASIC_REALM = "oauth"
 /** 401 when the request carried no Basic credentials (RFC 9110 §15.5.2: every 401 has a challenge). */
 export const BASIC_CHALLENGE = `Basic realm="${BASIC_REALM}"`
 /** 401 when Basic credentials were sent and rejected (RFC 6749 §5.2). */
 export const BASIC_CHALLENGE_INVALID_CLIENT = `Basic realm="${BASIC_REALM}", error="invalid_client"`
 
 /** RFC 6749 §5.2: error_description is limited to %x20-21 / %x23-5B / %x5D-7E. */
-export const oauthSafeText = (text: string): string => text.replace(/[^\x20\x21\x23-\x5B\x5D-\x7E]/g, "?")
+const oauthSafeText = (text: string): string => text.replace(/[^\x20\x21\x23-\x5B\x5D-\x7E]/g, "?")
 
 /** RFC 6749 §5.1: token answers, errors included, are never cached. */
 const BASE_HEADERS = {
@@ -127,7 +128,3 @@ export const refusalResponse = (
   const { resolution, status } = refusals[code]
   return errorResponse(context, status, "invalid_request", detail ?? ProblemCatalogue[code].detail, resolution, { code, reason: code })
 }
-
-/** An answer of this endpoint as an HttpServerResponse (the handler's and the edge's). */
-export const asHttpResponse = (answer: TokenEndpointResponse): HttpServerResponse.HttpServerResponse =>
-  HttpServerResponse.text(answer.body, { status: answer.status, headers: answer.headers, contentType: "application/json" })
