@@ -1,13 +1,12 @@
 /**
  * What every rates source shares (CoinGecko, Coinbase Exchange): how a call to it fails, what each
- * failure means to the caller of the rates operation (502, or 503 with Retry-After) and to a circuit
- * breaker, and who pays for a call.
+ * failure means to the caller of the rates operation (502, or 503 with Retry-After), and who pays for a
+ * call (upstreamCall.ts says what each means to a circuit breaker).
  *
  * One error type for every source (`SourceError`, naming its source), so that the ports and the use
  * case never import an adapter's error.
  */
-import { Cause, Data, Effect, Exit, Option } from "effect"
-import { CircuitBreaker } from "effect/persistence"
+import { Data, Effect } from "effect"
 import { RatesUnavailableError, RatesUpstreamError, type SourceName } from "./RatesProvider.ts"
 
 export type { SourceName } from "./RatesProvider.ts"
@@ -56,23 +55,6 @@ export const toRatesError = (error: SourceError): RatesUpstreamError | RatesUnav
     ? new RatesUnavailableError({ reason: error.message, retryAfterSeconds: Math.max(1, error.retryAfterSeconds) })
     : new RatesUpstreamError({ reason: error.message })
 
-/** A logical call's verdict for the circuit breaker: only a source that does not answer properly counts. */
-export const breakerOutcome = (exit: Exit.Exit<unknown, SourceError>): CircuitBreaker.Outcome => {
-  if (Exit.isSuccess(exit)) return CircuitBreaker.success
-  const error = Cause.findErrorOption(exit.cause)
-  if (Option.isNone(error)) return CircuitBreaker.failure()
-  switch (error.value.kind) {
-    case "transient":
-    case "invalid-response":
-      return CircuitBreaker.failure()
-    case "not-found":
-      return CircuitBreaker.success // the source answered correctly
-    default:
-      // Rate limits have their own cool-down; a refused key or request is a fault to report, not an outage to hide.
-      return CircuitBreaker.ignored
-  }
-}
-
 // ---------------------------------------------------------------------------------------------------
 // Who pays
 
@@ -95,15 +77,4 @@ export type Charge =
 export const Charge = {
   request: (caller: string | undefined): Charge => ({ _tag: "Request", caller, failureCounted: false }),
   background: { _tag: "Background" } as Charge
-}
-
-/**
- * The breaker's verdict on a call, counted at most once per request: retries are already inside one
- * call, and a request whose calls all fail for the same reason is one failure, not one per coin.
- */
-export const countOncePerRequest = (outcome: CircuitBreaker.Outcome, charge: Charge): CircuitBreaker.Outcome => {
-  if (outcome._tag !== "Failure" || charge._tag === "Background") return outcome
-  if (charge.failureCounted) return CircuitBreaker.ignored
-  charge.failureCounted = true
-  return outcome
 }

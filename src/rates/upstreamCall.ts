@@ -9,7 +9,11 @@ import { Cause, Clock, Duration, Effect, Exit, Layer, Option, Schedule, type Sch
 import { type Headers, type HttpClient, type HttpClientRequest } from "effect/http"
 import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
 import { recordUpstreamCall } from "../observability/metrics.ts"
-import { breakerOutcome, failWithFor, type SourceError, type SourceName } from "./upstream.ts"
+import { type Charge, SourceError, type SourceFailureKind, type SourceName } from "./upstream.ts"
+
+/** A failure of `source`, as every step here reports it. */
+const fail = (source: SourceName, kind: SourceFailureKind, detail: string, retryAfterSeconds = 0) =>
+  Effect.fail(new SourceError({ source, kind, detail, retryAfterSeconds }))
 
 /** One answer as received. */
 export interface RawResponse {
@@ -49,26 +53,26 @@ export interface Reading {
 
 /** Status and body → value or typed failure (never a defect). */
 export const interpretResponse = <A>(reading: Reading, what: string, raw: RawResponse, decode: Decoder<A>): Effect.Effect<A, SourceError> => {
-  const fail = failWithFor(reading.source)
+  const { source } = reading
   const { body, status } = raw
   const json = decodeJsonText(body)
   if (status >= 200 && status < 300) {
-    if (Option.isNone(json)) return fail("invalid-response", `${what}: ${status} with ${bodyKind(body)} that is not complete JSON (${body.length} chars)`)
+    if (Option.isNone(json)) return fail(source, "invalid-response", `${what}: ${status} with ${bodyKind(body)} that is not complete JSON (${body.length} chars)`)
     const decoded = decode(json.value)
     if (Exit.isFailure(decoded)) {
       const issue = Option.match(Cause.findErrorOption(decoded.cause), { onNone: () => "undecodable", onSome: (e) => e.message })
-      return fail("invalid-response", `${what}: unexpected body shape: ${clip(issue)}`)
+      return fail(source, "invalid-response", `${what}: unexpected body shape: ${clip(issue)}`)
     }
     return Effect.succeed(decoded.value)
   }
   const message = Option.map(json, reading.errorMessage)
   const said = clip(Option.getOrElse(message, () => bodyKind(body)))
-  if (status === 429) return fail("rate-limited", `${what}: 429 (${said})`, reading.rateLimitedSeconds(raw))
+  if (status === 429) return fail(source, "rate-limited", `${what}: 429 (${said})`, reading.rateLimitedSeconds(raw))
   // Only the source's own JSON 404 means "no such coin"; an HTML 404 is a misconfigured host.
-  if (status === 404 && Option.isSome(message)) return fail("not-found", `${what}: 404 (${said})`)
-  if (reading.keyed && (status === 401 || status === 403)) return fail("rejected", `${what}: ${status}, our API key was refused (${said})`)
-  if (status === 408 || status >= 500) return fail("transient", `${what}: ${status} (${said})`)
-  return fail("rejected", `${what}: unexpected ${status} (${said})`)
+  if (status === 404 && Option.isSome(message)) return fail(source, "not-found", `${what}: 404 (${said})`)
+  if (reading.keyed && (status === 401 || status === 403)) return fail(source, "rejected", `${what}: ${status}, our API key was refused (${said})`)
+  if (status === 408 || status >= 500) return fail(source, "transient", `${what}: ${status} (${said})`)
+  return fail(source, "rejected", `${what}: unexpected ${status} (${said})`)
 }
 
 /** One HTTP exchange, read, within `timeoutMs`; a transport failure or a timeout is transient. */
@@ -81,8 +85,8 @@ export const sendOnce = (http: HttpClient.HttpClient, source: SourceName, what: 
   }).pipe(
     Effect.tapError(() => Effect.sync(() => recordUpstreamCall(source, "failed"))),
     Effect.catchTag("HttpClientError", (error) =>
-      failWithFor(source)("transient", `${what}: ${error.reason._tag}${"description" in error.reason && error.reason.description ? `: ${error.reason.description}` : ""}`)),
-    Effect.timeoutOrElse({ duration: Duration.millis(timeoutMs), orElse: () => failWithFor(source)("transient", `${what}: no answer within ${timeoutMs} ms`) })
+      fail(source, "transient", `${what}: ${error.reason._tag}${"description" in error.reason && error.reason.description ? `: ${error.reason.description}` : ""}`)),
+    Effect.timeoutOrElse({ duration: Duration.millis(timeoutMs), orElse: () => fail(source, "transient", `${what}: no answer within ${timeoutMs} ms`) })
   )
 
 /** After a 429 nobody calls the source until its wait has passed: hammering it only extends the ban. */
@@ -90,7 +94,7 @@ export const makeCoolDown = (source: SourceName, detail: string) => {
   let until = 0
   return {
     check: Effect.flatMap(Clock.currentTimeMillis, (now) =>
-      now < until ? failWithFor(source)("rate-limited", detail, Math.ceil((until - now) / 1000)) : Effect.void),
+      now < until ? fail(source, "rate-limited", detail, Math.ceil((until - now) / 1000)) : Effect.void),
     /** Starts (or extends) the cool-down when `error` is a rate limit. */
     note: (error: SourceError) =>
       error.kind === "rate-limited" && error.retryAfterSeconds > 0
@@ -108,11 +112,39 @@ export interface Guard {
 
 const PROBE_POLL_MS = 25
 
+/** A logical call's verdict for the circuit breaker: only a source that does not answer properly counts. */
+const breakerOutcome = (exit: Exit.Exit<unknown, SourceError>): CircuitBreaker.Outcome => {
+  if (Exit.isSuccess(exit)) return CircuitBreaker.success
+  const error = Cause.findErrorOption(exit.cause)
+  if (Option.isNone(error)) return CircuitBreaker.failure()
+  switch (error.value.kind) {
+    case "transient":
+    case "invalid-response":
+      return CircuitBreaker.failure()
+    case "not-found":
+      return CircuitBreaker.success // the source answered correctly
+    default:
+      // Rate limits have their own cool-down; a refused key or request is a fault to report, not an outage to hide.
+      return CircuitBreaker.ignored
+  }
+}
+
+/**
+ * The breaker's verdict on a call, counted at most once per request: retries are already inside one
+ * call, and a request whose calls all fail for the same reason is one failure, not one per coin.
+ */
+const countOncePerRequest = (outcome: CircuitBreaker.Outcome, charge: Charge | undefined): CircuitBreaker.Outcome => {
+  if (outcome._tag !== "Failure" || charge === undefined || charge._tag === "Background") return outcome
+  if (charge.failureCounted) return CircuitBreaker.ignored
+  charge.failureCounted = true
+  return outcome
+}
+
 /**
  * One logical call: `attempt` retried on transient failures (jittered: instances that failed together
- * do not retry in lockstep), within the overall budget, through the breaker (which sees one outcome per
- * logical call, as `classify` weighs it). While another call probes a recovering source, wait for its
- * verdict rather than refuse.
+ * do not retry in lockstep), within the overall budget, through the breaker, which sees one outcome per
+ * logical call and, for a request's `charge`, one failure per request. While another call probes a
+ * recovering source, wait for its verdict rather than refuse.
  */
 export const guardedCall = <A>(
   source: SourceName,
@@ -120,10 +152,9 @@ export const guardedCall = <A>(
   guard: Guard,
   what: string,
   attempt: Effect.Effect<A, SourceError>,
-  classify: (outcome: CircuitBreaker.Outcome) => CircuitBreaker.Outcome = (outcome) => outcome
-): Effect.Effect<A, SourceError> => {
-  const fail = failWithFor(source)
-  return attempt.pipe(
+  charge?: Charge
+): Effect.Effect<A, SourceError> =>
+  attempt.pipe(
     Effect.retry({
       schedule: Schedule.exponential(Duration.millis(guard.retryBaseDelayMs)).pipe(Schedule.jittered),
       times: guard.retries,
@@ -131,9 +162,9 @@ export const guardedCall = <A>(
     }),
     Effect.timeoutOrElse({
       duration: Duration.millis(guard.requestBudgetMs),
-      orElse: () => fail("transient", `${what}: gave up after ${guard.requestBudgetMs} ms`)
+      orElse: () => fail(source, "transient", `${what}: gave up after ${guard.requestBudgetMs} ms`)
     }),
-    (logical) => breaker.execute(logical, { key: source, classify: (exit) => classify(breakerOutcome(exit)) }),
+    (logical) => breaker.execute(logical, { key: source, classify: (exit) => countOncePerRequest(breakerOutcome(exit), charge) }),
     Effect.retry({
       schedule: Schedule.spaced(Duration.millis(PROBE_POLL_MS)),
       times: Math.ceil(guard.attemptTimeoutMs / PROBE_POLL_MS),
@@ -141,10 +172,9 @@ export const guardedCall = <A>(
     }),
     Effect.catchTag("CircuitBreakerError", (error) =>
       error.reason._tag === "CircuitOpen"
-        ? fail("circuit-open", "too many failures; not calling it for now", Math.ceil(Duration.toSeconds(error.reason.retryAfter)))
-        : fail("circuit-open", "being probed after an outage", Math.ceil(guard.attemptTimeoutMs / 1000)))
+        ? fail(source, "circuit-open", "too many failures; not calling it for now", Math.ceil(Duration.toSeconds(error.reason.retryAfter)))
+        : fail(source, "circuit-open", "being probed after an outage", Math.ceil(guard.attemptTimeoutMs / 1000)))
   )
-}
 
 /** Budgets and breakers in this process only (one instance). */
 export const layerGuardStoresMemory: Layer.Layer<RateLimiter.RateLimiter | CircuitBreaker.CircuitBreakerStore> = Layer.mergeAll(

@@ -13,6 +13,7 @@
  *   npm run bench -- --month [--step-s 20]             month mode (monthMode.ts): a month of a landing page's traffic on
  *                                                      a simulated clock; CoinGecko credits spent per plan
  *   npm run bench -- --month-real [--minutes 10]       the same traffic on a real clock against `npm start` (monthRealMode.ts)
+ *   npm run bench -- --way [--root DIR]                the files and cross-file hops of one cold rates request (wayMode.ts)
  *
  * Options: --duration S (10)  --warmup S (2)  --connections N (32)  --threads N (1)
  *          --scenarios health,rates,invalid,malformed,notfound,method (all)  --requests N  --cpu-prof
@@ -58,6 +59,7 @@ import { runRedisMode } from "./redisMode.ts"
 import { runMonthMode } from "./monthMode.ts"
 import { runMonthRealMode } from "./monthRealMode.ts"
 import { runRefreshMode } from "./refreshMode.ts"
+import { runWayMode } from "./wayMode.ts"
 import { cpuMs, loadAverage, readMem, resetPeak, RssSampler } from "./system.ts"
 import { startUpstream } from "./upstream.ts"
 import { runWrk, wrkVersion } from "./wrk.ts"
@@ -143,6 +145,7 @@ const main = async () => {
   // The month mode runs the service in this process on a simulated clock, with options of its own.
   if (process.argv.includes("--month")) return void (await runMonthMode(process.argv.slice(2)))
   if (process.argv.includes("--month-real")) return runMonthRealMode(process.argv.slice(2))
+  if (process.argv.includes("--way")) return runWayMode(process.argv.slice(2))
   const opts = parseOptions(process.argv.slice(2))
   const cpus = availableParallelism()
   const wrkV = wrkVersion()

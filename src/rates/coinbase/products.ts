@@ -7,7 +7,6 @@
  */
 import { Duration, Effect, Schema } from "effect"
 import { makeCopies } from "../copies/Copies.ts"
-import { entryOf } from "../copies/entry.ts"
 import { Charge, SourceError } from "../upstream.ts"
 import type { CoinbaseClientShape, CoinbaseProduct } from "./CoinbaseClient.ts"
 import type { CoinbaseConfigShape } from "./CoinbaseConfig.ts"
@@ -21,7 +20,7 @@ export const makeProducts = (client: CoinbaseClientShape, config: CoinbaseConfig
       name: "Coinbase product list",
       source: "coinbase",
       keyOf: () => PRODUCTS,
-      entry: entryOf(Products),
+      value: Products,
       // Coinbase lists and delists pairs rarely: a list held serves, whatever its age, while it is reloaded.
       timing: () => ({ ttl: Duration.millis(config.productsRefreshMs), refreshAhead: Duration.zero, grace: Duration.days(7) }),
       fetch: () => Effect.map(client.products, (products) => [[PRODUCTS, products] as const]),

@@ -14,7 +14,7 @@
 import { Clock, Duration, Effect, Layer, Schema } from "effect"
 import { makeCopies } from "../copies/Copies.ts"
 import { CopyStore } from "../copies/CopyStore.ts"
-import { entryOf, freshFor, type Timing } from "../copies/entry.ts"
+import { freshFor, type Timing } from "../copies/entry.ts"
 import { changesFromSeries, DAY_MS, type DailyPoint, millisUntilNextDailyPoint } from "../dailySeries.ts"
 import { DailyHistory } from "../history/DailyHistory.ts"
 import { makeKeptSeries } from "../history/keptSeries.ts"
@@ -67,7 +67,7 @@ const makeCoinbaseSource = Effect.gen(function*() {
     name: "Coinbase prices",
     source: "coinbase",
     keyOf: (productId) => `rates:v2:coinbase-stats:${productId}`,
-    entry: entryOf(StatsSchema),
+    value: StatsSchema,
     timing: () => freshFor(Duration.millis(STATS_REUSE_MS)),
     fetch: (ids) => Effect.forEach(ids, (productId) => Effect.map(client.stats(productId), (found) => [productId, found] as const)),
     lastGoodMs: 0,
@@ -77,7 +77,7 @@ const makeCoinbaseSource = Effect.gen(function*() {
     name: "Coinbase daily points",
     source: "coinbase",
     keyOf: ({ coin, currency }) => `rates:v2:coinbase-chart:${coin}:${currency}`,
-    entry: entryOf(SeriesSchema),
+    value: SeriesSchema,
     timing: seriesTiming,
     fetch: (keys, charge) => Effect.forEach(keys, (key) => Effect.map(kept.fetch(key, charge), (points) => [key, points] as const)),
     lastGoodMs: 0,

@@ -15,7 +15,7 @@
 import { Context, Duration, Effect, Layer, Redacted, Result, Semaphore } from "effect"
 import { Headers, HttpClient, HttpClientRequest } from "effect/http"
 import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
-import { Charge, countOncePerRequest, type SourceError } from "../upstream.ts"
+import { Charge, type SourceError } from "../upstream.ts"
 import { type Decoder, guardedCall, interpretResponse, layerGuardStoresMemory, layerGuardStoresRedis, makeCoolDown, type RawResponse, sendOnce } from "../upstreamCall.ts"
 import { makeBudget } from "./budget.ts"
 import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
@@ -136,7 +136,7 @@ const makeCoinGeckoClient = Effect.gen(function*() {
         Effect.andThen(Effect.suspend(() => budget.spend(charge, attempts++ === 0))),
         Effect.andThen(permits.withPermit(send(what, request, decode, config.attemptTimeoutMs)))
       )
-      return guardedCall("coingecko", breaker, config, what, attempt, (outcome) => countOncePerRequest(outcome, charge))
+      return guardedCall("coingecko", breaker, config, what, attempt, charge)
     }).pipe(Effect.withSpan("coingecko.call", { attributes: { what } }))
 
   return CoinGeckoClient.of({

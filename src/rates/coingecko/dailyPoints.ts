@@ -9,7 +9,7 @@ import { Clock, Duration, Effect, Layer, Option, Result, Schema } from "effect"
 import { makeCopies } from "../copies/Copies.ts"
 import type { CopyStore } from "../copies/CopyStore.ts"
 import { deepFreeze } from "../../platform/deepFreeze.ts"
-import { entryOf, freshFor, type Timing } from "../copies/entry.ts"
+import { freshFor, type Timing } from "../copies/entry.ts"
 import { DAY_MS, type DailyPoint, lastPublishedDay, millisUntilNextDailyPoint, publishedAt } from "../dailySeries.ts"
 import { DailyHistory } from "../history/DailyHistory.ts"
 import { type DayRange, makeKeptSeries } from "../history/keptSeries.ts"
@@ -101,7 +101,7 @@ const makeDailyPoints = Effect.gen(function*() {
     name: "daily points",
     source: "coingecko",
     keyOf: ({ coin, currency }) => chartKey(coin, currency),
-    entry: entryOf(ChartSchema),
+    value: ChartSchema,
     timing: chartTiming,
     isNegative: (value) => value === null,
     fetch,

@@ -14,7 +14,7 @@
 import { Duration, Effect, Layer, Schema } from "effect"
 import { makeCopies } from "../copies/Copies.ts"
 import type { CopyStore } from "../copies/CopyStore.ts"
-import { entryOf, type Timing } from "../copies/entry.ts"
+import type { Timing } from "../copies/entry.ts"
 import { type Coin, CoinDirectory } from "../ports.ts"
 import { UnsupportedCurrencyError } from "../RatesProvider.ts"
 import { curatedCoinFor } from "../symbols.ts"
@@ -65,12 +65,12 @@ const makeDirectory = Effect.gen(function*() {
   const lastGoodMs = config.staleTtlHours * 3_600_000
   // Reloaded once a day; a list held is served whatever its age while it is reloaded.
   const daily: Timing = { ttl: Duration.hours(24), refreshAhead: Duration.zero, grace: Duration.millis(lastGoodMs) }
-  const list = <A>(name: string, key: string, schema: Schema.Codec<A, unknown>, fetch: Effect.Effect<A, SourceError>) =>
-    makeCopies<string, A>({
+  const list = <A, I>(name: string, key: string, schema: Schema.Codec<A, I>, fetch: Effect.Effect<A, SourceError>) =>
+    makeCopies<string, A, I>({
       name,
       source: "coingecko",
       keyOf: () => key,
-      entry: entryOf(schema),
+      value: schema,
       timing: () => daily,
       fetch: () => Effect.map(fetch, (value) => [[key, value] as const]),
       lastGoodMs,
@@ -83,7 +83,7 @@ const makeDirectory = Effect.gen(function*() {
   const currencies = yield* list(
     "currency list",
     CURRENCIES,
-    Schema.Array(Schema.String) as Schema.Codec<ReadonlyArray<string>, unknown>,
+    Schema.Array(Schema.String),
     Effect.map(client.supportedCurrencies, (codes) => codes.map((code) => code.toLowerCase()))
   )
   const ranks = Effect.gen(function*() {
@@ -98,7 +98,7 @@ const makeDirectory = Effect.gen(function*() {
   const index = yield* list(
     "coin index",
     COIN_INDEX,
-    CoinIndex as Schema.Codec<CoinIndex, unknown>,
+    CoinIndex,
     Effect.map(Effect.all([client.coinList, ranks]), ([listed, ranked]) => buildCoinIndex(listed, ranked))
   )
   // The first loads, at start, in the background.

@@ -8,7 +8,7 @@
 import { Clock, Duration, Effect, Layer, Schema } from "effect"
 import { makeCopies } from "../copies/Copies.ts"
 import type { CopyStore } from "../copies/CopyStore.ts"
-import { entryOf, freshFor, type Timing } from "../copies/entry.ts"
+import { freshFor, type Timing } from "../copies/entry.ts"
 import { type Latest, LatestPrices, type Served } from "../ports.ts"
 import type { Charge } from "../upstream.ts"
 import { CoinGeckoClient, type MarketRow } from "./CoinGeckoClient.ts"
@@ -78,7 +78,7 @@ const makeLatestPrices = Effect.gen(function*() {
     name: "latest prices",
     source: "coingecko",
     keyOf: ({ currency, id }) => latestKey(currency, id),
-    entry: entryOf(LatestSchema),
+    value: LatestSchema,
     timing,
     isNegative: (value) => value === null,
     fetch,

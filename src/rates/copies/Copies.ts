@@ -14,20 +14,21 @@
  * wastes nothing, the copy still lands. (Effect's `Cache` interrupts a lookup that every waiter
  * abandoned, which would throw away a call already paid for; hence flights of our own.)
  */
-import { Cause, Clock, Deferred, Duration, Effect, Exit, Option, type Schema, type Scope } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, Exit, Option, Schema, type Scope } from "effect"
 import { Charge, SourceError, type SourceName } from "../upstream.ts"
 import { CopyStore } from "./CopyStore.ts"
 import { deepFreeze } from "../../platform/deepFreeze.ts"
-import { type Entry, type EntryDecoder, entryAt, freshnessOf, lastGood, type Served, served, type Timing } from "./entry.ts"
+import type { Entry, Served, Timing } from "./entry.ts"
 
-export interface CopiesOptions<K, A> {
+export interface CopiesOptions<K, A, I = unknown> {
   /** For logs: "coin index". */
   readonly name: string
   /** Whose failure a reader's timeout is. */
   readonly source: SourceName
   /** The store key, `rates:v2:<kind>:…` (the kind names the metric). */
   readonly keyOf: (key: K) => string
-  readonly entry: EntryDecoder<A>
+  /** What a value is: a copy read back from the store is validated with it (another instance or release may have written it). */
+  readonly value: Schema.Codec<A, I>
   readonly timing: (value: A, storedAt: number) => Timing
   /** A negative answer: kept in the store's own tier, fresh for its time, never a last good copy. */
   readonly isNegative?: ((value: A) => boolean) | undefined
@@ -83,7 +84,8 @@ const BACKOFF_CAPACITY = 10_000
 
 type Flight<A> = Deferred.Deferred<ReadonlyMap<string, Entry<A>>, SourceError>
 
-export const makeCopies = <K, A>(options: CopiesOptions<K, A>): Effect.Effect<Copies<K, A>, never, CopyStore | Scope.Scope> =>
+// The encoded side of a value is whatever its schema reads (`any` lets callers name only K and A).
+export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effect.Effect<Copies<K, A>, never, CopyStore | Scope.Scope> =>
   Effect.gen(function*() {
     const store = yield* CopyStore
     const scope = yield* Effect.scope
@@ -95,13 +97,14 @@ export const makeCopies = <K, A>(options: CopiesOptions<K, A>): Effect.Effect<Co
     const refreshing = new Set<string>()
     const backoff = new Map<string, { readonly until: number; readonly failures: number }>()
     const pinned = new Map<string, Entry<A>>()
+    const decode = entryDecoder(options.value)
 
     const read = (key: K): Effect.Effect<Option.Option<Entry<A>>> => {
       const storeKey = keyOf(key)
       const local = options.pinned === true ? pinned.get(storeKey) : undefined
       if (options.pinned === true && !store.shared) return Effect.succeed(Option.fromUndefinedOr(local))
       return Effect.map(store.get(storeKey), (found) => {
-        const stored = Option.flatMap(found, options.entry)
+        const stored = Option.flatMap(found, decode)
         if (local === undefined) return stored
         // Another instance's newer copy is adopted.
         if (Option.isSome(stored) && stored.value.storedAt > local.storedAt) {
@@ -322,3 +325,59 @@ export const makeCopies = <K, A>(options: CopiesOptions<K, A>): Effect.Effect<Co
 
     return { get, getAll, peek: read, warm, retryAfterSeconds }
   })
+
+// ---------------------------------------------------------------------------------------------------
+// A copy's lifecycle (entry.ts has its shape)
+
+const entryAt = <A>(value: A, storedAt: number, timing: Timing): Entry<A> => {
+  const freshUntil = storedAt + Duration.toMillis(timing.ttl)
+  return {
+    storedAt,
+    refreshAt: freshUntil - Duration.toMillis(timing.refreshAhead),
+    freshUntil,
+    graceUntil: freshUntil + Duration.toMillis(timing.grace),
+    value
+  }
+}
+
+type Freshness = "fresh" | "due" | "grace" | "expired"
+
+const freshnessOf = (entry: Entry<unknown>, now: number): Freshness =>
+  now < entry.refreshAt ? "fresh" : now < entry.freshUntil ? "due" : now < entry.graceUntil ? "grace" : "expired"
+
+/** The copy as served now, when it is not expired. */
+const served = <A>(entry: Entry<A>, freshness: Freshness): Served<A> => ({
+  value: entry.value,
+  storedAt: entry.storedAt,
+  stale: false,
+  holdsUntil: freshness === "fresh" ? entry.refreshAt : freshness === "due" ? entry.freshUntil : 0
+})
+
+/** A last good copy, served because the source failed. */
+const lastGood = <A>(entry: Entry<A>): Served<A> => ({ value: entry.value, storedAt: entry.storedAt, stale: true, holdsUntil: 0 })
+
+/**
+ * Reads back stored entries holding values of `value`. Every read is validated, but once per stored
+ * object: the stores hand back the same frozen object until the entry is rewritten (CopyStore.ts), so
+ * the outcome is remembered by that object's identity. Objects that are not frozen (a test's store)
+ * could change after the check, so they are decoded each time.
+ */
+const entryDecoder = <A, I>(value: Schema.Codec<A, I>): (json: unknown) => Option.Option<Entry<A>> => {
+  const decode = Schema.decodeUnknownOption(Schema.Struct({
+    storedAt: Schema.Finite,
+    refreshAt: Schema.Finite,
+    freshUntil: Schema.Finite,
+    graceUntil: Schema.Finite,
+    value
+  }))
+  const decoded = new WeakMap<object, Option.Option<Entry<A>>>()
+  return (json) => {
+    if (typeof json !== "object" || json === null || !Object.isFrozen(json)) return decode(json) as Option.Option<Entry<A>>
+    let entry = decoded.get(json)
+    if (entry === undefined) {
+      entry = Option.map(decode(json) as Option.Option<Entry<A>>, deepFreeze)
+      decoded.set(json, entry)
+    }
+    return entry
+  }
+}

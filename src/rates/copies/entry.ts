@@ -4,15 +4,14 @@
  * Redis: `{ storedAt, refreshAt, freshUntil, graceUntil, value }`. Change it only together with a new
  * key prefix (`rates:v2:`).
  *
- * Read at `now`, a copy is:
+ * Its lifecycle (Copies.ts), read at `now`: a copy is
  *   - fresh before `refreshAt`: an answer made of it may be repeated until then;
  *   - due before `freshUntil`: fresh, and a read starts one background refresh (what callers keep
  *     asking for is refreshed ahead of expiry and never goes cold);
  *   - in grace before `graceUntil`: served as is while one background refresh runs;
  *   - expired after: a fetch the reader waits for, and if it fails, this copy again, marked stale.
  */
-import { Duration, Option, Schema } from "effect"
-import { deepFreeze } from "../../platform/deepFreeze.ts"
+import { Duration } from "effect"
 
 export interface Entry<A> {
   /** When the value was fetched from the source (epoch ms). */
@@ -35,22 +34,6 @@ export interface Timing {
 /** Fresh for `ttl`, never served past it (negative answers, short-lived values). */
 export const freshFor = (ttl: Duration.Duration): Timing => ({ ttl, refreshAhead: Duration.zero, grace: Duration.zero })
 
-export const entryAt = <A>(value: A, storedAt: number, timing: Timing): Entry<A> => {
-  const freshUntil = storedAt + Duration.toMillis(timing.ttl)
-  return {
-    storedAt,
-    refreshAt: freshUntil - Duration.toMillis(timing.refreshAhead),
-    freshUntil,
-    graceUntil: freshUntil + Duration.toMillis(timing.grace),
-    value
-  }
-}
-
-export type Freshness = "fresh" | "due" | "grace" | "expired"
-
-export const freshnessOf = (entry: Entry<unknown>, now: number): Freshness =>
-  now < entry.refreshAt ? "fresh" : now < entry.freshUntil ? "due" : now < entry.graceUntil ? "grace" : "expired"
-
 /** A value as served, and where it came from. */
 export interface Served<A> {
   readonly value: A
@@ -61,43 +44,3 @@ export interface Served<A> {
   readonly holdsUntil: number
 }
 
-/** The copy as served now, when it is not expired. */
-export const served = <A>(entry: Entry<A>, freshness: Freshness): Served<A> => ({
-  value: entry.value,
-  storedAt: entry.storedAt,
-  stale: false,
-  holdsUntil: freshness === "fresh" ? entry.refreshAt : freshness === "due" ? entry.freshUntil : 0
-})
-
-/** A last good copy, served because the source failed. */
-export const lastGood = <A>(entry: Entry<A>): Served<A> => ({ value: entry.value, storedAt: entry.storedAt, stale: true, holdsUntil: 0 })
-
-
-/** Reads back one stored entry, or nothing if it is not what we wrote. */
-export type EntryDecoder<A> = (json: unknown) => Option.Option<Entry<A>>
-
-/**
- * The decoder of entries holding `value`s. Every read is validated, but once per stored object: the
- * stores hand back the same frozen object until the entry is rewritten (CopyStore.ts), so the outcome
- * is remembered by that object's identity. Objects that are not frozen (a test's store) could change
- * after the check, so they are decoded each time.
- */
-export const entryOf = <A, I>(value: Schema.Codec<A, I>): EntryDecoder<A> => {
-  const decode = Schema.decodeUnknownOption(Schema.Struct({
-    storedAt: Schema.Finite,
-    refreshAt: Schema.Finite,
-    freshUntil: Schema.Finite,
-    graceUntil: Schema.Finite,
-    value
-  }))
-  const decoded = new WeakMap<object, Option.Option<Entry<A>>>()
-  return (json) => {
-    if (typeof json !== "object" || json === null || !Object.isFrozen(json)) return decode(json)
-    let entry = decoded.get(json)
-    if (entry === undefined) {
-      entry = Option.map(decode(json), deepFreeze)
-      decoded.set(json, entry)
-    }
-    return entry
-  }
-}

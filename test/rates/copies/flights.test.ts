@@ -9,7 +9,7 @@ import { Deferred, Duration, Effect, Exit, Fiber, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { makeCopies } from "../../../src/rates/copies/Copies.ts"
 import { CopyStore } from "../../../src/rates/copies/CopyStore.ts"
-import { entryOf, freshFor } from "../../../src/rates/copies/entry.ts"
+import { freshFor } from "../../../src/rates/copies/entry.ts"
 import { Charge, SourceError } from "../../../src/rates/upstream.ts"
 
 const far = Number.MAX_SAFE_INTEGER
@@ -24,7 +24,7 @@ const counted = (options: { readonly batched?: boolean; readonly fail?: () => bo
       name: "numbers",
       source: "coingecko",
       keyOf: (key) => `rates:v2:test:${key}`,
-      entry: entryOf(Schema.Finite),
+      value: Schema.Finite,
       timing: () => freshFor(Duration.minutes(1)),
       fetch: (keys) =>
         Effect.suspend(() => {

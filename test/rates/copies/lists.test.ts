@@ -9,7 +9,6 @@ import { Duration, Effect, Fiber, Layer, Option, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { makeCopies } from "../../../src/rates/copies/Copies.ts"
 import { CopyStore, type CopyStoreShape } from "../../../src/rates/copies/CopyStore.ts"
-import { entryOf } from "../../../src/rates/copies/entry.ts"
 import { Charge, SourceError } from "../../../src/rates/upstream.ts"
 
 /** A source's list whose answers the test scripts: a value, or "fail". */
@@ -44,7 +43,7 @@ const listOf = (fetch: Effect.Effect<ReadonlyArray<string>, SourceError>) =>
       name: "test list",
       source: "coingecko",
       keyOf: () => KEY,
-      entry: entryOf(Schema.Array(Schema.String)),
+      value: Schema.Array(Schema.String),
       timing: () => ({ ttl: Duration.hours(24), refreshAhead: Duration.zero, grace: Duration.days(7) }),
       fetch: () => Effect.map(fetch, (value) => [[KEY, value] as const]),
       lastGoodMs: Duration.toMillis(Duration.days(7)),
