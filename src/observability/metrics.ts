@@ -97,6 +97,10 @@ const creditsSpent = Metric.gauge("upstream_credits_spent_month", {
 const creditsLeft = Metric.gauge("upstream_credits_left_month", {
   description: "The plan's monthly credits less those spent this calendar month (UTC)"
 })
+const badHistoryDays = Metric.counter("rates_history_bad_days_total", {
+  description: "Days read back from the rates history that were no price (tampered with, corrupted): asked of the source again",
+  incremental: true
+})
 const refreshInterval = Metric.gauge("rates_refresh_interval_seconds", {
   description: "How often the latest prices callers ask for are refreshed, as the month's pace allows"
 })
@@ -107,6 +111,7 @@ export const recordCredits = (upstream: string, spent: number, left: number) => 
   handle(`credits left ${upstream}`, creditsLeft, () => ({ upstream }))(left)
 }
 export const recordRefreshInterval = (seconds: number) => handle("refresh interval", refreshInterval, () => ({}))(seconds)
+export const recordBadHistoryDays = (source: string, days: number) => handle(`bad history ${source}`, badHistoryDays, () => ({ source }))(days)
 
 export const metricsText = () => PrometheusMetrics.formatUnsafe(Context.empty())
 

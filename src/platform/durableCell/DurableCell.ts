@@ -21,6 +21,11 @@ export class DurableCellError extends Data.TaggedError("DurableCellError")<{
 export interface DurableCellShape {
   /** Where the values live, for logs: "memory", "file", "redis", "postgresql". */
   readonly store: string
+  /**
+   * The store's own clock (epoch ms): one time for every instance sharing it, whatever their own clocks
+   * say (a host whose clock ran ahead). This process's Clock for the stores it alone uses.
+   */
+  readonly now: Effect.Effect<number, DurableCellError>
   /** The value of `name`, or undefined when none was ever set. */
   readonly get: (name: string) => Effect.Effect<string | undefined, DurableCellError>
   /** Sets `name` to `next` if its value is still `expected` (undefined: still unset); true when it did. */

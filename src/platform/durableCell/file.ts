@@ -4,7 +4,7 @@
  * crash leaves the old value or the new one, never half of one.
  */
 import * as path from "node:path"
-import { Effect, Layer, Semaphore } from "effect"
+import { Clock, Effect, Layer, Semaphore } from "effect"
 import { readTextIfExists, writeFileAtomic } from "../files.ts"
 import { DurableCell, DurableCellError, type DurableCellShape } from "./DurableCell.ts"
 
@@ -18,6 +18,8 @@ export const makeFileCell = (directory: string): Effect.Effect<DurableCellShape>
     const get = (name: string) => readTextIfExists(fileOf(name)).pipe(Effect.mapError(fail))
     return {
       store: "file",
+      // One directory, one machine: its clock.
+      now: Clock.currentTimeMillis,
       get,
       compareAndSet: (name, expected, next) =>
         lock.withPermit(Effect.gen(function*() {

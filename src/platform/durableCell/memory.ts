@@ -1,11 +1,12 @@
 /** DurableCell in this process's memory: for tests and for callers that want no durability. */
-import { Effect, Layer } from "effect"
+import { Clock, Effect, Layer } from "effect"
 import { DurableCell, type DurableCellShape } from "./DurableCell.ts"
 
 export const makeMemoryCell = (): DurableCellShape => {
   const values = new Map<string, string>()
   return {
     store: "memory",
+    now: Clock.currentTimeMillis,
     get: (name) => Effect.sync(() => values.get(name)),
     compareAndSet: (name, expected, next) =>
       Effect.sync(() => {

@@ -17,6 +17,10 @@ const makePostgresCell = Effect.gen(function*() {
   const { sql } = yield* Database
   return DurableCell.of({
     store: "postgresql",
+    now: sql<{ readonly now: number }>`SELECT floor(extract(epoch from clock_timestamp()) * 1000)::float8 AS now`.pipe(
+      Effect.map((rows) => Number(rows[0]!.now)),
+      Effect.mapError(failed)
+    ),
     get: (name) =>
       sql<{ readonly value: string }>`SELECT value FROM durable_cells WHERE name = ${name}`.pipe(
         Effect.map((rows) => rows[0]?.value),

@@ -32,6 +32,11 @@ export const makeRedisCell = (redis: Redis.Redis["Service"], prefix: string): Du
   const compareAndSet = redis.eval(compareAndSetScript)
   return {
     store: "redis",
+    // TIME: seconds and microseconds, as strings.
+    now: redis.send<[string, string]>("TIME").pipe(
+      Effect.map(([seconds, micros]) => Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)),
+      Effect.mapError(fail)
+    ),
     get: (name) =>
       redis.send<string | null>("GET", `${prefix}${name}`).pipe(
         Effect.map((value) => value ?? undefined),

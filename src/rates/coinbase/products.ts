@@ -29,7 +29,7 @@ export const makeProducts = (client: CoinbaseClientShape, config: CoinbaseConfig
       pinned: true,
       warnOnFailure: true
     })
-    yield* copies.warm(PRODUCTS)
+    yield* Effect.forkScoped(copies.warm(PRODUCTS))
 
     const lookups = new WeakMap<ReadonlyArray<CoinbaseProduct>, ReadonlyMap<string, CoinbaseProduct>>()
     const lookupOf = (list: ReadonlyArray<CoinbaseProduct>) => {

@@ -8,9 +8,9 @@
  * concurrency permit → HTTP with a timeout. Budget and permit are taken per attempt because each attempt
  * is one call billed; the breaker sees one outcome per logical call, and at most one failure per request.
  *
- * The lists (the currency list, the coin list and ranks) are always paid in the background: one attempt
- * each, the minute's whole budget and a refresh credit only, outside the breaker, so that their outage
- * never refuses data calls (directory.ts holds them and backs off).
+ * The lists (the currency list, the coin list and ranks) are paid from their own part of the month's
+ * credits (no burst of requests can spend it) and the minute's whole budget: one attempt each, outside
+ * the breaker, so that their outage never refuses data calls (directory.ts holds them and backs off).
  */
 import { Context, Duration, Effect, Layer, Redacted, Result, Semaphore } from "effect"
 import { Headers, HttpClient, HttpClientRequest } from "effect/http"
@@ -31,7 +31,7 @@ import {
   type MarketRow
 } from "./responses.ts"
 
-export type { ChartPoint, ListedCoin, MarketRow } from "./responses.ts"
+export type { ChartPoint, MarketRow } from "./responses.ts"
 
 export interface CoinGeckoClientShape {
   /** A list. `/simple/supported_vs_currencies`: lower-case codes. */
@@ -80,7 +80,8 @@ const CHANGE_WINDOWS = "24h,7d,30d"
 const makeCoinGeckoClient = Effect.gen(function*() {
   const config = yield* CoinGeckoConfig
   const http = yield* HttpClient.HttpClient
-  const budget = makeBudget(config, yield* RateLimiter.RateLimiter, yield* MonthlyBudget)
+  const ownLimiter = yield* RateLimiter.make.pipe(Effect.provide(RateLimiter.layerStoreMemory))
+  const budget = makeBudget(config, yield* RateLimiter.RateLimiter, ownLimiter, yield* MonthlyBudget)
   const breaker = yield* CircuitBreaker.make({
     tripPolicy: CircuitBreaker.consecutive(config.breakerFailures),
     openDuration: Duration.millis(config.breakerOpenMs)
@@ -119,7 +120,7 @@ const makeCoinGeckoClient = Effect.gen(function*() {
   const listCall = <A>(what: string, path: string, params: Record<string, string>, decode: Decoder<A>): Effect.Effect<A, SourceError> =>
     Effect.suspend(() =>
       coolDown.check.pipe(
-        Effect.andThen(budget.spend(Charge.background, true)),
+        Effect.andThen(budget.spendForLists),
         Effect.andThen(permits.withPermit(send(what, requestFor(path, params), decode, config.attemptTimeoutMs * 3)))
       )
     ).pipe(Effect.withSpan("coingecko.call", { attributes: { what } }))

@@ -60,6 +60,13 @@ export interface CoinGeckoConfigShape {
   readonly auxiliaryRetryMs: number
   /** Pages of 250 coins by market cap read for the coin index's ranks (the top 1,000 by default). */
   readonly indexRankPages: number
+  /** The calls one load of the lists makes: the currency list, the coin list, its rank pages. */
+  readonly listsPerLoad: number
+  /**
+   * Server processes on this host (WEB_CONCURRENCY): without its shared ledger, a process spends its share
+   * of the month's pace, this many sharing it.
+   */
+  readonly workers: number
 }
 
 const apiPlan = oneOf("COINGECKO_API_PLAN", ["demo", "pro"] as const, "demo")
@@ -94,10 +101,12 @@ export const readCoinGeckoConfig: Effect.Effect<CoinGeckoConfigShape, ConfigInva
     staleTtlHours: int("COINGECKO_STALE_TTL_H", 168, 1, 24 * 90),
     cacheMaxMegabytes: int("COINGECKO_CACHE_MAX_MB", 16, 1, 4_096),
     auxiliaryRetryMs: int("COINGECKO_AUX_RETRY_MS", 10_000, 100, 3_600_000),
-    indexRankPages: int("COINGECKO_INDEX_RANK_PAGES", 4, 0, 40)
+    indexRankPages: int("COINGECKO_INDEX_RANK_PAGES", 4, 0, 40),
+    workers: int("WEB_CONCURRENCY", 1, 1, 64)
   })
   return {
     ...read,
+    listsPerLoad: 2 + read.indexRankPages,
     callerCallsPerMinute: Math.max(1, Math.round((read.callsPerMinute * callerSharePercent) / 100)),
     refreshReservePerMinute: Math.round((read.callsPerMinute * refreshReservePercent) / 100)
   }

@@ -8,8 +8,10 @@
  *     for, charged to its caller; its excess is that caller's own 503, taken before any shared token is
  *     spent. Retries are the source's doing: they spend the shared buckets only;
  *   - then the month's credits (credits/MonthlyBudget.ts): a "cold" credit for a request, a "refresh"
- *     credit for background work; every attempt is a credit billed.
- * The buckets live in the `RateLimiter`'s store: memory, or Redis shared by every instance.
+ *     credit for background work, a "lists" credit for the lists; every attempt is a credit billed.
+ * The buckets live in the `RateLimiter`'s store: memory, or Redis shared by every instance. When that
+ * store fails, the buckets hold in this process instead, each limit divided by the workers it knows of
+ * (WEB_CONCURRENCY): never calls without a budget.
  */
 import { Duration, Effect } from "effect"
 import type { RateLimiter } from "effect/persistence"
@@ -32,18 +34,38 @@ const callerBucket = (caller: string): number => {
 export interface Budget {
   /** Spends what one attempt of a call costs; fails `rate-limited` (with Retry-After) when a bucket is empty. */
   readonly spend: (charge: Charge, firstAttempt: boolean) => Effect.Effect<void, SourceError>
+  /** Spends what one call for the lists costs: the minute's whole budget, a credit of the lists' part. */
+  readonly spendForLists: Effect.Effect<void, SourceError>
 }
 
-export const makeBudget = (config: CoinGeckoConfigShape, limiter: RateLimiter.RateLimiter, month: MonthlyBudget["Service"]): Budget => {
-  const bucket = (key: string, limit: number, spent: string) =>
-    limiter.consume({ key, algorithm: "token-bucket", onExceeded: "fail", limit, window: "1 minute" }).pipe(
-      Effect.asVoid,
+/**
+ * `limiter` keeps the buckets (memory, or Redis for several instances); `ownLimiter`, always in memory,
+ * keeps this process's share of them while `limiter`'s store fails.
+ */
+export const makeBudget = (
+  config: CoinGeckoConfigShape,
+  limiter: RateLimiter.RateLimiter,
+  ownLimiter: RateLimiter.RateLimiter,
+  month: MonthlyBudget["Service"]
+): Budget => {
+  let storeFailing = false
+  const exceeded = (spent: string) => (error: RateLimiter.RateLimiterError) =>
+    error.reason._tag === "RateLimitExceeded" ? fail("rate-limited", spent, Math.ceil(Duration.toSeconds(error.reason.retryAfter))) : Effect.die(error)
+  const bucket = (key: string, limit: number, spent: string) => {
+    const own = ownLimiter.consume({ key, algorithm: "token-bucket", onExceeded: "fail", limit: Math.max(1, Math.floor(limit / config.workers)), window: "1 minute" })
+    return limiter.consume({ key, algorithm: "token-bucket", onExceeded: "fail", limit, window: "1 minute" }).pipe(
+      Effect.tap(() => Effect.sync(() => void (storeFailing = false))),
       Effect.catchTag("RateLimiterError", (error) =>
         error.reason._tag === "RateLimitExceeded"
-          ? fail("rate-limited", spent, Math.ceil(Duration.toSeconds(error.reason.retryAfter)))
-          // The limiter's store is down (Redis): better to call than to refuse every request.
-          : Effect.logWarning("rates: upstream budget store unavailable; calling without it", error.reason.message))
+          ? exceeded(spent)(error)
+          // The limiter's store is down (Redis): this process's share of the bucket, never no bucket.
+          : Effect.andThen(
+            storeFailing ? Effect.void : Effect.logWarning("rates: upstream budget store unavailable; this process's share of it meanwhile", error.reason.message),
+            Effect.andThen(Effect.sync(() => void (storeFailing = true)), Effect.catchTag(own, "RateLimiterError", exceeded(spent)))
+          )),
+      Effect.asVoid
     )
+  }
   const coldLimit = Math.max(1, config.callsPerMinute - config.refreshReservePerMinute)
   const whole = bucket("coingecko:calls", config.callsPerMinute, `our upstream budget of ${config.callsPerMinute} calls/min is spent`)
   const cold = bucket("coingecko:cold", coldLimit, `the budget for new data (${coldLimit} calls/min) is spent`)
@@ -51,6 +73,7 @@ export const makeBudget = (config: CoinGeckoConfigShape, limiter: RateLimiter.Ra
   const share = (caller: string) => bucket(`coingecko:caller:${callerBucket(caller)}`, config.callerCallsPerMinute, shareSpent)
 
   return {
+    spendForLists: Effect.andThen(whole, month.spend("lists")),
     spend: (charge, firstAttempt) => {
       if (charge._tag === "Background") return Effect.andThen(whole, month.spend("refresh"))
       const shared = Effect.andThen(Effect.andThen(cold, whole), month.spend("cold"))

@@ -7,9 +7,12 @@
  *     (`/coins/list`) and ranks (the top `COINGECKO_INDEX_RANK_PAGES` pages of `/coins/markets` by market
  *     cap). A ticker shared by several coins is the top-ranked one's (an unranked coin loses to any ranked
  *     one, and to the coin listed before it); a ticker no coin has is unknown.
- * Both lists are held as pinned copies (copies/): loaded in the background at start and daily, paid by
- * nobody's request, the last good copy kept when a reload fails, the next attempt backing off; a request
- * finding nothing held waits (until its deadline) only for a load running or due.
+ * The three lists (currencies, coins, ranks) are held as pinned copies (copies/), each on its own, so
+ * that one that fails does not spend again on another: loaded in the background at start and daily,
+ * paid from the lists' own part of the month's credits (no burst can spend it), by one instance at a
+ * time when several share Redis (the others wait for its copy), the last good copy kept when a reload
+ * fails, the next attempt backing off; a request finding nothing held waits (until its deadline) only for
+ * a load running or due.
  */
 import { Duration, Effect, Layer, Schema } from "effect"
 import { makeCopies } from "../copies/Copies.ts"
@@ -19,7 +22,7 @@ import { type Coin, CoinDirectory } from "../ports.ts"
 import { UnsupportedCurrencyError } from "../RatesProvider.ts"
 import { curatedCoinFor } from "../symbols.ts"
 import { Charge, SourceError } from "../upstream.ts"
-import { CoinGeckoClient, type ListedCoin, type MarketRow } from "./CoinGeckoClient.ts"
+import { CoinGeckoClient } from "./CoinGeckoClient.ts"
 import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
 
 /** CoinGecko's list in 2026, lower-case. */
@@ -31,19 +34,25 @@ const RELEASE_CURRENCIES: ReadonlyArray<string> = [
 ]
 
 /** Upper-case ticker → `[id, name]` of its coin. */
-const CoinIndex = Schema.Record(Schema.String, Schema.Tuple([Schema.String, Schema.String]))
-type CoinIndex = typeof CoinIndex.Type
+type CoinIndex = Readonly<Record<string, readonly [string, string]>>
+
+/** What the index reads of the coin list and of the ranked rows. */
+const Coins = Schema.Array(Schema.Struct({ id: Schema.String, symbol: Schema.String, name: Schema.String }))
+const Ranked = Schema.Array(Schema.Struct({ id: Schema.String, symbol: Schema.String, name: Schema.String, market_cap_rank: Schema.optional(Schema.NullOr(Schema.Finite)) }))
+type Coins = typeof Coins.Type
+type Ranked = typeof Ranked.Type
 
 /** Tickers a request can carry (api/schemas.ts), not longer than this: others are never asked for. */
 const ASKABLE = /^[A-Za-z0-9._-]{1,40}$/
 const PAGE_SIZE = 250
 const CURRENCIES = "rates:v2:currencies"
-const COIN_INDEX = "rates:v2:coin-index"
+const COIN_LIST = "rates:v2:coin-list"
+const COIN_RANKS = "rates:v2:coin-ranks"
 /** Instances sharing a list reload a little apart, so one fetches and the others adopt its copy. */
 const RELOAD_SPREAD_MS = 5 * 60_000
 
 /** The index from the list and the ranked rows (best rank first within a page). */
-const buildCoinIndex = (listed: ReadonlyArray<ListedCoin>, ranked: ReadonlyArray<MarketRow>): CoinIndex => {
+const buildCoinIndex = (listed: Coins, ranked: Ranked): CoinIndex => {
   const rankOf = new Map<string, number>()
   for (const row of ranked) if (!rankOf.has(row.id)) rankOf.set(row.id, row.market_cap_rank ?? Number.MAX_SAFE_INTEGER)
   const best = new Map<string, { readonly id: string; readonly name: string; readonly rank: number }>()
@@ -86,24 +95,45 @@ const makeDirectory = Effect.gen(function*() {
     Schema.Array(Schema.String),
     Effect.map(client.supportedCurrencies, (codes) => codes.map((code) => code.toLowerCase()))
   )
-  const ranks = Effect.gen(function*() {
-    const rows: Array<MarketRow> = []
-    for (let page = 1; page <= config.indexRankPages; page++) {
-      const batch = yield* client.coinsByRank(page, PAGE_SIZE)
-      rows.push(...batch)
-      if (batch.length < PAGE_SIZE) break
-    }
-    return rows
-  })
-  const index = yield* list(
-    "coin index",
-    COIN_INDEX,
-    CoinIndex,
-    Effect.map(Effect.all([client.coinList, ranks]), ([listed, ranked]) => buildCoinIndex(listed, ranked))
+  const coins = yield* list("coin list", COIN_LIST, Coins, Effect.map(client.coinList, (listed) => listed.map(({ id, name, symbol }) => ({ id, name, symbol }))))
+  const ranks = yield* list(
+    "coin ranks",
+    COIN_RANKS,
+    Ranked,
+    Effect.gen(function*() {
+      const rows: Array<Ranked[number]> = []
+      for (let page = 1; page <= config.indexRankPages; page++) {
+        const batch = yield* client.coinsByRank(page, PAGE_SIZE)
+        for (const { id, market_cap_rank, name, symbol } of batch) rows.push({ id, market_cap_rank, name, symbol })
+        if (batch.length < PAGE_SIZE) break
+      }
+      return rows
+    })
   )
-  // The first loads, at start, in the background.
-  yield* currencies.warm(CURRENCIES)
-  yield* index.warm(COIN_INDEX)
+  // The first loads, at start, in the background, one after the other: a refusal (a 429, the lists' credits
+  // spent) stops the next before it calls, rather than three calls racing into it.
+  yield* Effect.forkScoped(
+    Effect.forEach([currencies.warm(CURRENCIES), coins.warm(COIN_LIST), ranks.warm(COIN_RANKS)], (warm) => Effect.andThen(warm, Effect.yieldNow))
+  )
+
+  /** The index of the two lists held: built once per pair of copies. */
+  const indexes = new WeakMap<Coins, WeakMap<Ranked, CoinIndex>>()
+  const indexOf = (listed: Coins, ranked: Ranked) => {
+    const byRanks = indexes.get(listed) ?? new WeakMap<Ranked, CoinIndex>()
+    indexes.set(listed, byRanks)
+    let index = byRanks.get(ranked)
+    if (index === undefined) byRanks.set(ranked, index = buildCoinIndex(listed, ranked))
+    return index
+  }
+  /** A list that cannot be had now: `unavailable`, asked again when its next load may be tried. */
+  const unavailable = (held: { readonly retryAfterSeconds: (key: string) => Effect.Effect<number> }, key: string) =>
+    Effect.flatMap(held.retryAfterSeconds(key), (retryAfterSeconds) =>
+      Effect.fail(new SourceError({ source: "coingecko", kind: "unavailable", detail: "the coin index is not loaded yet", retryAfterSeconds })))
+  const index = (deadline: number) =>
+    Effect.all([
+      Effect.catch(coins.get(COIN_LIST, Charge.background, deadline), () => unavailable(coins, COIN_LIST)),
+      Effect.catch(ranks.get(COIN_RANKS, Charge.background, deadline), () => unavailable(ranks, COIN_RANKS))
+    ], { concurrency: 2 }).pipe(Effect.map(([listed, ranked]) => indexOf(listed.value, ranked.value)))
 
   // One Set per list held, built on its first use; coins made once per index entry.
   const sets = new WeakMap<ReadonlyArray<string>, ReadonlySet<string>>()
@@ -136,18 +166,7 @@ const makeDirectory = Effect.gen(function*() {
             coins.set(symbol, curated)
             continue
           }
-          if (held === undefined) {
-            const loaded = yield* Effect.result(index.get(COIN_INDEX, Charge.background, deadline))
-            if (loaded._tag === "Failure") {
-              return yield* Effect.fail(new SourceError({
-                source: "coingecko",
-                kind: "unavailable",
-                detail: "the coin index is not loaded yet",
-                retryAfterSeconds: yield* index.retryAfterSeconds(COIN_INDEX)
-              }))
-            }
-            held = loaded.success.value
-          }
+          held ??= yield* index(deadline)
           coins.set(symbol, Object.hasOwn(held, symbol) ? coinOf(held[symbol]!) : null)
         }
         return { coins }

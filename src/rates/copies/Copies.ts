@@ -15,70 +15,17 @@
  * abandoned, which would throw away a call already paid for; hence flights of our own.)
  */
 import { Cause, Clock, Deferred, Duration, Effect, Exit, Option, Schema, type Scope } from "effect"
-import { Charge, SourceError, type SourceName } from "../upstream.ts"
+import { Charge, SourceError } from "../upstream.ts"
 import { CopyStore } from "./CopyStore.ts"
 import { deepFreeze } from "../../platform/deepFreeze.ts"
-import type { Entry, Served, Timing } from "./entry.ts"
+import type { Copies, CopiesOptions, Entry, Served, Timing } from "./entry.ts"
 
-export interface CopiesOptions<K, A, I = unknown> {
-  /** For logs: "coin index". */
-  readonly name: string
-  /** Whose failure a reader's timeout is. */
-  readonly source: SourceName
-  /** The store key, `rates:v2:<kind>:…` (the kind names the metric). */
-  readonly keyOf: (key: K) => string
-  /** What a value is: a copy read back from the store is validated with it (another instance or release may have written it). */
-  readonly value: Schema.Codec<A, I>
-  readonly timing: (value: A, storedAt: number) => Timing
-  /** A negative answer: kept in the store's own tier, fresh for its time, never a last good copy. */
-  readonly isNegative?: ((value: A) => boolean) | undefined
-  /**
-   * Makes fresh copies of `keys`, paid by `charge`; it may return more keys than asked (stored too),
-   * and must return each key asked (a negative value when the source has none).
-   */
-  readonly fetch: (keys: ReadonlyArray<K>, charge: Charge) => Effect.Effect<ReadonlyArray<readonly [K, A]>, SourceError>
-  /** How long a copy stays to be served, stale, when the source fails; 0: never served stale. */
-  readonly lastGoodMs: number
-  /** First wait after a failed background fetch; doubles up to an hour. */
-  readonly retryMs: number
-  /** Keys refreshed together: the group a key's refresh is known by, and what it fetches. */
-  readonly refreshGroup?: {
-    readonly of: (key: K) => string
-    readonly keys: (key: K, now: number) => ReadonlyArray<K>
-  } | undefined
-  /** Cold keys read together are fetched in one call (`/coins/markets`); else each in its own. */
-  readonly batched?: boolean | undefined
-  /** Held in this process whatever the memory store evicts (a list, one entry); shared through Redis too. */
-  readonly pinned?: boolean | undefined
-  /** Instances sharing a copy refresh up to this far apart, so one fetches and the others adopt its copy. */
-  readonly refreshSpreadMs?: number | undefined
-  /** A failed background fetch is a warning (the lists), else a debug line. */
-  readonly warnOnFailure?: boolean | undefined
-}
-
-/** What `getAll` gathered: the copies served, and the failures behind those missing or stale. */
-interface Gathered<K, A> {
-  readonly served: ReadonlyMap<K, Served<A>>
-  /** Per key that could not be fetched. */
-  readonly failures: ReadonlyMap<K, SourceError>
-  /** The first of them, if any. */
-  readonly failure: SourceError | undefined
-}
-
-export interface Copies<K, A> {
-  /** The copy held (refreshed behind when due), else one shared fetch waited for until `deadline`, else the last good copy. */
-  readonly get: (key: K, charge: Charge, deadline: number) => Effect.Effect<Served<A>, SourceError>
-  /** Several keys at once, the cold ones in one fetch. Never fails: see `failure`. */
-  readonly getAll: (keys: ReadonlyArray<K>, charge: Charge, deadline: number) => Effect.Effect<Gathered<K, A>>
-  /** The copy held now, as it is: nothing fetched. */
-  readonly peek: (key: K) => Effect.Effect<Option.Option<Entry<A>>>
-  /** Starts a background fetch of `key` unless a fresh copy is held or one runs (lists at start-up). */
-  readonly warm: (key: K) => Effect.Effect<void>
-  /** Seconds until a background fetch of `key` may be tried again (a Retry-After while nothing is held). */
-  readonly retryAfterSeconds: (key: K) => Effect.Effect<number>
-}
+export type { Copies } from "./entry.ts"
 
 const MAX_BACKOFF_MS = 3_600_000
+/** How long one instance may load a shared list before another may (its calls take seconds each). */
+const LEASE_MS = 60_000
+const LEASE_POLL_MS = 250
 /** Groups remembered as backing off, at most (then forgotten all at once). */
 const BACKOFF_CAPACITY = 10_000
 
@@ -126,8 +73,8 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
       return store.set(storeKey, entry as unknown as Schema.Json, Duration.millis(keepFor), { negative })
     }
 
-    /** Fetches and stores; skipped when every key is fresh again (another instance or flight filled them). */
-    const fetchAndStore = (keys: ReadonlyArray<K>, charge: Charge) =>
+    /** The copies of `keys` fresh now, when every one of them is; else none. */
+    const allFresh = (keys: ReadonlyArray<K>) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         const out = new Map<string, Entry<A>>()
@@ -135,9 +82,36 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
           const held = yield* read(key)
           if (Option.isSome(held) && freshnessOf(held.value, now) === "fresh") out.set(keyOf(key), held.value)
         }
-        if (out.size === keys.length) return out
-        out.clear()
-        const fetched = yield* options.fetch(keys, charge)
+        return out.size === keys.length ? out : undefined
+      })
+
+    /**
+     * A list shared through the store is loaded by one instance at a time: the others wait for its copy
+     * (until the lease ends), then load it themselves only if none came.
+     */
+    const waitForSharedLoad = (keys: ReadonlyArray<K>) =>
+      Effect.gen(function*() {
+        const lease = `${keyOf(keys[0]!)}:loading`
+        if (!options.pinned || store.claim === undefined || (yield* store.claim(lease, Duration.millis(LEASE_MS)))) return { lease, copies: undefined }
+        for (let waited = 0; waited < LEASE_MS; waited += LEASE_POLL_MS) {
+          yield* Effect.sleep(Duration.millis(LEASE_POLL_MS))
+          const loaded = yield* allFresh(keys)
+          if (loaded !== undefined) return { lease: undefined, copies: loaded }
+        }
+        return { lease: undefined, copies: undefined }
+      })
+
+    /** Fetches and stores; skipped when every key is fresh again (another instance or flight filled them). */
+    const fetchAndStore = (keys: ReadonlyArray<K>, charge: Charge) =>
+      Effect.gen(function*() {
+        const held = yield* allFresh(keys)
+        if (held !== undefined) return held
+        const shared = yield* waitForSharedLoad(keys)
+        if (shared.copies !== undefined) return shared.copies
+        const out = new Map<string, Entry<A>>()
+        const fetched = yield* options.fetch(keys, charge).pipe(
+          Effect.ensuring(shared.lease === undefined || store.release === undefined ? Effect.void : store.release(shared.lease))
+        )
         const storedAt = yield* Clock.currentTimeMillis
         for (const [key, raw] of fetched) {
           const value = deepFreeze(raw)
@@ -318,12 +292,14 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
         const held = yield* read(key)
         if (Option.isSome(held) && freshnessOf(held.value, now - spread) === "fresh") return
         yield* refresh(key, now)
+        const flight = flights.get(keyOf(key))
+        if (flight !== undefined) yield* Effect.exit(Deferred.await(flight))
       })
 
     const retryAfterSeconds = (key: K) =>
       Effect.map(Clock.currentTimeMillis, (now) => Math.max(1, Math.ceil(((backoff.get(groupOf(key))?.until ?? now) - now) / 1000)))
 
-    return { get, getAll, peek: read, warm, retryAfterSeconds }
+    return { get, getAll, warm, retryAfterSeconds }
   })
 
 // ---------------------------------------------------------------------------------------------------

@@ -37,6 +37,13 @@ export interface CopyStoreShape {
   readonly set: (key: string, value: Schema.Json, timeToLive: Duration.Duration, options?: SetOptions) => Effect.Effect<void>
   /** True when other instances read what is written here (Redis): worth writing what only they need. */
   readonly shared: boolean
+  /**
+   * Shared stores: takes `key` for `timeToLive` unless another instance holds it (one instance loads a
+   * list, the others wait for its copy); true when taken. Without it (or when the store fails): taken.
+   */
+  readonly claim?: ((key: string, timeToLive: Duration.Duration) => Effect.Effect<boolean>) | undefined
+  /** Gives `key` back before its time (the load it guarded ended). */
+  readonly release?: ((key: string) => Effect.Effect<void>) | undefined
 }
 
 export interface MemoryStoreOptions {
@@ -99,7 +106,9 @@ const metered = (store: CopyStoreShape): CopyStoreShape => ({
       return found
     }),
   set: store.set,
-  shared: store.shared
+  shared: store.shared,
+  claim: store.claim,
+  release: store.release
 })
 
 /** A private, frozen copy of what `JSON.stringify` made of a value; `text` is that serialisation. */
@@ -207,6 +216,14 @@ const makeRedisStore = (redis: Redis.Redis["Service"], prefix: string, timeoutMs
       const ttl = Math.ceil(Duration.toMillis(timeToLive))
       if (!(ttl > 0)) return Effect.void
       return bounded("SET", Effect.asVoid(redis.send("SET", `${prefix}${key}`, JSON.stringify(value), "PX", String(ttl))), undefined)
-    }
+    },
+    // A store that fails lets every instance load for itself: the lists' credits still bound it.
+    claim: (key, timeToLive) =>
+      bounded(
+        "SET NX",
+        Effect.map(redis.send<string | null>("SET", `${prefix}${key}`, "1", "NX", "PX", String(Math.ceil(Duration.toMillis(timeToLive)))), (set) => set === "OK"),
+        true
+      ),
+    release: (key) => bounded("DEL", Effect.asVoid(redis.send("DEL", `${prefix}${key}`)), undefined)
   })
 }

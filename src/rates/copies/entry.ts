@@ -1,5 +1,6 @@
 /**
- * One held copy, as every holder of the rates capability keeps it (Copies.ts): the value, when it was
+ * What a holder of copies is (Copies.ts makes them): its options, what it is asked, and one held copy, as
+ * every holder of the rates capability keeps it: the value, when it was
  * fetched, and until when it serves, in one JSON shape shared with other instances and releases through
  * Redis: `{ storedAt, refreshAt, freshUntil, graceUntil, value }`. Change it only together with a new
  * key prefix (`rates:v2:`).
@@ -11,7 +12,8 @@
  *   - in grace before `graceUntil`: served as is while one background refresh runs;
  *   - expired after: a fetch the reader waits for, and if it fails, this copy again, marked stale.
  */
-import { Duration } from "effect"
+import { Duration, type Effect, type Schema } from "effect"
+import type { Charge, SourceError, SourceName } from "../upstream.ts"
 
 export interface Entry<A> {
   /** When the value was fetched from the source (epoch ms). */
@@ -42,5 +44,67 @@ export interface Served<A> {
   readonly stale: boolean
   /** Until when an answer made of it may be repeated without reading it again; 0: not at all. */
   readonly holdsUntil: number
+}
+
+// ---------------------------------------------------------------------------------------------------
+// A holder of copies
+
+export interface CopiesOptions<K, A, I = unknown> {
+  /** For logs: "coin index". */
+  readonly name: string
+  /** Whose failure a reader's timeout is. */
+  readonly source: SourceName
+  /** The store key, `rates:v2:<kind>:…` (the kind names the metric). */
+  readonly keyOf: (key: K) => string
+  /** What a value is: a copy read back from the store is validated with it (another instance or release may have written it). */
+  readonly value: Schema.Codec<A, I>
+  readonly timing: (value: A, storedAt: number) => Timing
+  /** A negative answer: kept in the store's own tier, fresh for its time, never a last good copy. */
+  readonly isNegative?: ((value: A) => boolean) | undefined
+  /**
+   * Makes fresh copies of `keys`, paid by `charge`; it may return more keys than asked (stored too),
+   * and must return each key asked (a negative value when the source has none).
+   */
+  readonly fetch: (keys: ReadonlyArray<K>, charge: Charge) => Effect.Effect<ReadonlyArray<readonly [K, A]>, SourceError>
+  /** How long a copy stays to be served, stale, when the source fails; 0: never served stale. */
+  readonly lastGoodMs: number
+  /** First wait after a failed background fetch; doubles up to an hour. */
+  readonly retryMs: number
+  /** Keys refreshed together: the group a key's refresh is known by, and what it fetches. */
+  readonly refreshGroup?: {
+    readonly of: (key: K) => string
+    readonly keys: (key: K, now: number) => ReadonlyArray<K>
+  } | undefined
+  /** Cold keys read together are fetched in one call (`/coins/markets`); else each in its own. */
+  readonly batched?: boolean | undefined
+  /** Held in this process whatever the memory store evicts (a list, one entry); shared through Redis too. */
+  readonly pinned?: boolean | undefined
+  /** Instances sharing a copy refresh up to this far apart, so one fetches and the others adopt its copy. */
+  readonly refreshSpreadMs?: number | undefined
+  /** A failed background fetch is a warning (the lists), else a debug line. */
+  readonly warnOnFailure?: boolean | undefined
+}
+
+/** What `getAll` gathered: the copies served, and the failures behind those missing or stale. */
+interface Gathered<K, A> {
+  readonly served: ReadonlyMap<K, Served<A>>
+  /** Per key that could not be fetched. */
+  readonly failures: ReadonlyMap<K, SourceError>
+  /** The first of them, if any. */
+  readonly failure: SourceError | undefined
+}
+
+export interface Copies<K, A> {
+  /** The copy held (refreshed behind when due), else one shared fetch waited for until `deadline`, else the last good copy. */
+  readonly get: (key: K, charge: Charge, deadline: number) => Effect.Effect<Served<A>, SourceError>
+  /** Several keys at once, the cold ones in one fetch. Never fails: see `failure`. */
+  readonly getAll: (keys: ReadonlyArray<K>, charge: Charge, deadline: number) => Effect.Effect<Gathered<K, A>>
+  /**
+   * Loads `key` in the background unless a fresh copy is held or a load runs (lists at start-up), paid
+   * by nobody's request; ends when that load does (fork it not to wait).
+   */
+  readonly warm: (key: K) => Effect.Effect<void>
+  /** Seconds until a background fetch of `key` may be tried again (a Retry-After while nothing is held). */
+  readonly retryAfterSeconds: (key: K) => Effect.Effect<number>
 }
 

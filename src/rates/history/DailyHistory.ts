@@ -14,6 +14,7 @@ import { Clock, Context, Data, Effect, Layer, Option } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
 import { AppConfig } from "../../config/AppConfig.ts"
 import { Database, reasonOf } from "../../database/Database.ts"
+import { recordBadHistoryDays } from "../../observability/metrics.ts"
 import type { FileError } from "../../platform/files.ts"
 import type { StartupFailure } from "../../lifecycle/StartupFailure.ts"
 import { lastPublishedDay } from "../dailySeries.ts"
@@ -66,6 +67,7 @@ const validated = <E>(store: SeriesStore<E>, reasonOf: (error: E) => string): Da
             return Effect.as(reportOnce(id, "rates history: unreadable series, taken as nothing held; the next fetch replaces it", "no coverage"), Option.none())
           }
           if (valid.dropped.length === 0) return Effect.succeed(Option.some(valid.series))
+          recordBadHistoryDays(id.source, valid.dropped.length)
           return Effect.as(
             reportOnce(id, "rates history: days that are not a positive price at 00:00 UTC up to the last closed day, asked again", valid.dropped.slice(0, 5).join(", ")),
             Option.some(valid.series)

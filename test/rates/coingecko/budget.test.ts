@@ -6,6 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { HttpClient, HttpClientResponse } from "effect/http"
+import { CircuitBreaker, RateLimiter } from "effect/persistence"
 import { configFrom, type Env } from "../../support/config.ts"
 import { CoinGeckoClient } from "../../../src/rates/coingecko/CoinGeckoClient.ts"
 import { CoinGeckoConfig } from "../../../src/rates/coingecko/CoinGeckoConfig.ts"
@@ -13,8 +14,19 @@ import { Charge } from "../../../src/rates/upstream.ts"
 import { layerGuardStoresMemory } from "../../../src/rates/upstreamCall.ts"
 import { MonthlyBudget } from "../../../src/rates/coingecko/credits/MonthlyBudget.ts"
 
+/** A budget store (Redis) that does not answer: every bucket fails with a store error. */
+const storeDown = Layer.mergeAll(
+  Layer.succeed(RateLimiter.RateLimiter)({
+    [RateLimiter.TypeId]: RateLimiter.TypeId,
+    consume: () => Effect.fail(new RateLimiter.RateLimiterError({ reason: new RateLimiter.RateLimitStoreError({ message: "connection refused" }) })),
+    adaptiveConsume: () => Effect.die("unused"),
+    adaptiveFeedback: () => Effect.die("unused")
+  }),
+  CircuitBreaker.layerStoreMemory()
+)
+
 /** A client whose upstream answers `status` (a chart when 200), counting calls. */
-const clientWith = (env: Env, answer: () => number = () => 200) => {
+const clientWith = (env: Env, answer: () => number = () => 200, guards: Layer.Layer<RateLimiter.RateLimiter | CircuitBreaker.CircuitBreakerStore> = layerGuardStoresMemory) => {
   const counter = { calls: 0 }
   const http = HttpClient.make((request) =>
     Effect.sync(() => {
@@ -26,7 +38,7 @@ const clientWith = (env: Env, answer: () => number = () => 200) => {
   const layer = CoinGeckoClient.layerNoDeps.pipe(
     Layer.provide(Layer.mergeAll(
       CoinGeckoConfig.layer.pipe(Layer.provide(configFrom({ COINGECKO_BASE_URL: "http://upstream.test/api/v3", COINGECKO_RETRY_BASE_MS: "1", ...env }))),
-      layerGuardStoresMemory,
+      guards,
       // Credits out of the way: these tests are about the minute's budget, faults and the breaker.
       MonthlyBudget.layerMemory(1_000_000_000),
       Layer.succeed(HttpClient.HttpClient)(http)
@@ -68,6 +80,20 @@ describe("upstream budget", () => {
       assert.strictEqual(yield* kindOf(chart("ip:198.51.100.1")), "ok") // again
       assert.strictEqual(counter.calls, 6)
       assert.strictEqual(yield* kindOf(chart("ip:198.51.100.1")), "rate-limited")
+    }).pipe(Effect.provide(layer))
+  })
+})
+
+describe("the minute's budget while its store (Redis) fails (issue 27, finding 1)", () => {
+  it.live("holds in this process, its share of each bucket: never calls without a budget", () => {
+    // 30 a minute, four workers: 7 whole-budget calls a minute for this one, of which the cold pool's 6.
+    const { counter, layer } = clientWith({ COINGECKO_CALLS_PER_MIN: "30", WEB_CONCURRENCY: "4", COINGECKO_CALLER_SHARE_PCT: "100" }, () => 200, storeDown)
+    return Effect.gen(function*() {
+      const cold = yield* Effect.forEach(Array.from({ length: 10 }), (_, i) => kindOf(chart(`ip:198.51.100.${i}`)))
+      assert.deepStrictEqual(cold, [...Array(6).fill("ok"), ...Array(4).fill("rate-limited")])
+      const background = yield* Effect.forEach(Array.from({ length: 3 }), () => kindOf(chart("background")))
+      assert.deepStrictEqual(background, ["ok", "rate-limited", "rate-limited"])
+      assert.strictEqual(counter.calls, 7)
     }).pipe(Effect.provide(layer))
   })
 })

@@ -87,7 +87,7 @@ describe("each upstream fault yields the documented error, fast", () => {
       emulator.setFault({ mode: "5xx", paths: ["/coins/markets"], times: 1 })
       const result = yield* historical({ symbols: ["BTC"] })
       assert.strictEqual(result.stale, false)
-      assert.strictEqual(emulator.stats().byPath["/coins/markets"], 2)
+      assert.strictEqual(emulator.stats().byQuery["markets:ids"], 2)
     }).pipe(Effect.provide(liveRates(fastEnv(emulator.url)))))
 })
 

@@ -1,8 +1,10 @@
 /**
- * The month's credits as the service keeps them (src/rates/credits/MonthlyBudget.ts): in a DurableCell
- * that outlives the process (files under DATA_DIR) or is shared by every instance (Redis), so that neither
- * a restart nor a second instance adds credits; a store outage never stops the answers; one log line when
- * the pace holds a refresh back; the credits in the metrics.
+ * The month's credits as the service keeps them (src/rates/coingecko/credits/MonthlyBudget.ts): in a
+ * DurableCell that outlives the process (files under DATA_DIR) or is shared by every instance (Redis,
+ * PostgreSQL), so that neither a restart nor a second instance adds credits; without its store a process
+ * spends its share of the pace only, from nothing, and what it spent is added when the store is back (issue
+ * 27, finding 1); the ledger kept on the store's clock, repaired when out of its bounds (finding 3); one log
+ * line when the pace holds a refresh back; the credits in the metrics.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -28,7 +30,7 @@ const DEMO = planFor(10_000)
 const NOW = Date.parse("2026-11-25T12:00:00Z")
 
 /** Spends `kind` credits until refused; how many were granted. */
-const spendAll = (budget: Effect.Success<ReturnType<typeof makeMonthlyBudget>>, kind: "cold" | "refresh") =>
+const spendAll = (budget: Effect.Success<ReturnType<typeof makeMonthlyBudget>>, kind: "lists" | "cold" | "refresh") =>
   Effect.gen(function*() {
     let granted = 0
     while ((yield* Effect.result(budget.spend(kind)))._tag === "Success") granted++
@@ -49,7 +51,7 @@ describe("the month's credits kept in files under DATA_DIR", () => {
       yield* TestClock.setTime(NOW)
       const dir = freshDir()
       const first = yield* makeMonthlyBudget(DEMO, yield* makeFileCell(dir))
-      assert.strictEqual(yield* spendAll(first, "cold"), 150)
+      assert.strictEqual(yield* spendAll(first, "cold"), 145)
       // "Restarted": a new process's budget on the same files, at the same moment.
       const second = yield* makeMonthlyBudget(DEMO, yield* makeFileCell(dir))
       assert.strictEqual(yield* spendAll(second, "cold"), 0)
@@ -57,7 +59,7 @@ describe("the month's credits kept in files under DATA_DIR", () => {
       yield* TestClock.adjust(`${Math.ceil(10 / DEMO.ratePerMs)} millis`)
       assert.strictEqual(yield* spendAll(second, "cold"), 10)
       const snapshot = yield* second.snapshot
-      assert.strictEqual(snapshot.state.spent, 160)
+      assert.strictEqual(snapshot.state.spent, 155)
     }))
 
   it.effect("a ledger file that is not one starts empty, not full", () =>
@@ -77,19 +79,20 @@ describe("the month's credits kept in files under DATA_DIR", () => {
       const capture = Logger.layer([Logger.make(({ message }) => void lines.push(JSON.stringify(message)))])
       const budget = yield* makeMonthlyBudget(DEMO, yield* makeFileCell(freshDir()))
       yield* Effect.gen(function*() {
-        assert.strictEqual(yield* spendAll(budget, "refresh"), 50)
+        assert.strictEqual(yield* spendAll(budget, "refresh"), 48)
         for (let i = 0; i < 5; i++) {
           const refused = yield* Effect.flip(budget.spend("refresh"))
           assert.strictEqual(refused.kind, "rate-limited")
-          assert.strictEqual(refused.retryAfterSeconds, Math.ceil(1 / DEMO.rate.refresh / 1000))
+          // Half a credit is left: the wait for the other half.
+          assert.strictEqual(refused.retryAfterSeconds, Math.ceil(Math.ceil(0.5 / DEMO.rate.refresh) / 1000))
         }
       }).pipe(Effect.provide(capture))
       const held = lines.filter((line) => line.includes("holds a refresh back"))
       assert.strictEqual(held.length, 1, lines.join("\n"))
       assert.include(held[0]!, "nextCreditInSeconds")
       // Spent and left this month, as the ledger counts them.
-      assert.match(metricsText(), /upstream_credits_spent_month\{[^}]*upstream="coingecko"[^}]*\} 50\b/)
-      assert.match(metricsText(), /upstream_credits_left_month\{[^}]*upstream="coingecko"[^}]*\} 9950\b/)
+      assert.match(metricsText(), /upstream_credits_spent_month\{[^}]*upstream="coingecko"[^}]*\} 48\b/)
+      assert.match(metricsText(), /upstream_credits_left_month\{[^}]*upstream="coingecko"[^}]*\} 9952\b/)
     }))
 })
 
@@ -117,8 +120,8 @@ describe("the month's credits shared through Redis", () => {
         Array.from({ length: 400 }, (_, i) => Effect.result((i % 2 === 0 ? a : b).spend("cold"))),
         { concurrency: 16 }
       )
-      assert.strictEqual(outcomes.filter((o) => o._tag === "Success").length, 150)
-      assert.strictEqual((yield* a.snapshot).state.spent, 150)
+      assert.strictEqual(outcomes.filter((o) => o._tag === "Success").length, 145)
+      assert.strictEqual((yield* a.snapshot).state.spent, 145)
     }).pipe(Effect.provide(redisLayer)))
 })
 
@@ -145,51 +148,113 @@ describe("the month's credits kept in PostgreSQL (DATABASE_URL)", () => {
         Array.from({ length: 300 }, (_, i) => Effect.result((i % 2 === 0 ? a! : b!).spend("cold"))),
         { concurrency: 8 }
       )
-      assert.strictEqual(outcomes.filter((o) => o._tag === "Success").length, 150)
+      assert.strictEqual(outcomes.filter((o) => o._tag === "Success").length, 145)
       const restarted = yield* instance
       assert.strictEqual(yield* spendAll(restarted, "cold"), 0)
-      assert.strictEqual((yield* restarted.snapshot).state.spent, 150)
+      assert.strictEqual((yield* restarted.snapshot).state.spent, 145)
     }).pipe(Effect.scoped))
 })
 
-describe("a ledger store that fails", () => {
-  it.effect("never stops the calls: the process goes on from the last state it read", () =>
+/** A cell in memory whose store can go away, on a clock of its own (the store's, as Redis' TIME is). */
+const storeCell = (clock: { now: number }) => {
+  let down = false
+  const values = new Map<string, string>()
+  const refused = Effect.fail(new DurableCellError({ store: "test", reason: "connection refused" }))
+  const cell = DurableCell.of({
+    store: "test",
+    now: Effect.suspend(() => (down ? refused : Effect.succeed(clock.now))),
+    get: (name) => (down ? refused : Effect.succeed(values.get(name))),
+    compareAndSet: (name, expected, next) =>
+      down ? refused : Effect.sync(() => {
+        if (values.get(name) !== expected) return false
+        values.set(name, next)
+        return true
+      })
+  })
+  return { cell, values, setDown: (value: boolean) => void (down = value) }
+}
+
+const MINUTE = 60_000
+
+describe("a ledger store that fails: closed on credits (issue 27, finding 1)", () => {
+  it.effect("without its store a process spends nothing at first, then its share of the pace: never a fresh reserve", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(NOW)
-      let down = false
-      const values = new Map<string, string>()
-      const flaky = DurableCell.of({
-        store: "flaky",
-        get: (name) => down ? Effect.fail(new DurableCellError({ store: "flaky", reason: "connection refused" })) : Effect.succeed(values.get(name)),
-        compareAndSet: (name, expected, next) =>
-          down ? Effect.fail(new DurableCellError({ store: "flaky", reason: "connection refused" })) : Effect.sync(() => {
-            if (values.get(name) !== expected) return false
-            values.set(name, next)
-            return true
-          })
-      })
-      const budget = yield* makeMonthlyBudget(DEMO, flaky)
-      for (let i = 0; i < 140; i++) yield* budget.spend("cold")
-      down = true
-      // The last state read: 10 cold credits left, not a new reserve.
-      assert.strictEqual(yield* spendAll(budget, "cold"), 10)
-      down = false
-      // Back: the store's state rules again (its 10 left); the outage cost at most one reserve's remainder.
-      assert.strictEqual(yield* spendAll(budget, "cold"), 10)
-      assert.strictEqual(yield* spendAll(budget, "cold"), 0)
+      const store = storeCell({ now: NOW })
+      store.setDown(true)
+      const budget = yield* makeMonthlyBudget(DEMO, store.cell, { workers: 4 })
+      assert.strictEqual(yield* spendAll(budget, "cold"), 0, "a process that never read the store starts empty")
+      // An hour: a quarter of the cold part's pace (the other parts fill first, empty as they start).
+      yield* TestClock.adjust(`${60 * MINUTE} millis`)
+      const hour = yield* spendAll(budget, "cold")
+      assert.isAtMost(hour, Math.ceil((60 * MINUTE * DEMO.ratePerMs) / 4))
+      // A replaced worker (a new process) starts empty again, not with a reserve.
+      const replaced = yield* makeMonthlyBudget(DEMO, store.cell, { workers: 4 })
+      assert.strictEqual(yield* spendAll(replaced, "cold"), 0)
+      assert.strictEqual(yield* spendAll(replaced, "lists"), 0)
     }))
 
-  it.effect("a process that never read the store starts as a new ledger does", () =>
+  it.effect("what it spent meanwhile is added to the shared ledger when the store answers again", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(NOW)
-      const broken = DurableCell.of({
-        store: "broken",
-        get: () => Effect.fail(new DurableCellError({ store: "broken", reason: "connection refused" })),
-        compareAndSet: () => Effect.fail(new DurableCellError({ store: "broken", reason: "connection refused" }))
-      })
-      const budget = yield* makeMonthlyBudget(DEMO, broken)
-      assert.strictEqual(yield* spendAll(budget, "cold"), 150)
+      const clock = { now: NOW }
+      const store = storeCell(clock)
+      const budget = yield* makeMonthlyBudget(DEMO, store.cell, { workers: 2 })
+      for (let i = 0; i < 100; i++) yield* budget.spend("cold")
+      store.setDown(true)
+      // A request meets the outage: the process's own ledger starts, empty.
+      assert.strictEqual(yield* spendAll(budget, "cold"), 0)
+      yield* TestClock.adjust(`${120 * MINUTE} millis`)
+      const meanwhile = yield* spendAll(budget, "cold")
+      assert.isAbove(meanwhile, 0)
+      assert.isAtMost(meanwhile, Math.ceil((120 * MINUTE * DEMO.ratePerMs) / 2))
+      store.setDown(false)
+      clock.now = NOW + 120 * MINUTE
+      yield* budget.spend("cold")
+      const { state } = yield* budget.snapshot
+      assert.strictEqual(state.spent, 100 + meanwhile + 1)
+      // The shared levels paid for it too: the two hours came back, less what was spent.
+      const expected = 145.5 - 100 + 120 * MINUTE * DEMO.ratePerMs - meanwhile - 1
+      assert.closeTo(state.cold, Math.min(145.5, expected), 1e-6)
     }))
 })
 
+describe("the ledger on the store's clock, repaired when out of bounds (issue 27, finding 3)", () => {
+  /** A budget whose process clock is `aheadMs` ahead of the store's. */
+  const onClock = (aheadMs: number, cell: DurableCell["Service"]) =>
+    Effect.flatMap(TestClock.adjust(`${aheadMs} millis`), () => makeMonthlyBudget(DEMO, cell))
 
+  it.effect("an instance a day ahead moves the ledger no further than the others: they get credits back at the pace", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(NOW)
+      const clock = { now: NOW }
+      const store = storeCell(clock)
+      const onTime = yield* makeMonthlyBudget(DEMO, store.cell)
+      // The instance a day ahead spends the cold reserve.
+      const ahead = yield* onClock(86_400_000, store.cell)
+      assert.strictEqual(yield* spendAll(ahead, "cold"), 145)
+      yield* TestClock.setTime(NOW)
+      const refused = yield* Effect.flip(onTime.spend("cold"))
+      const trueWait = Math.ceil(Math.ceil(0.5 / DEMO.rate.cold) / 1000)
+      assert.strictEqual(refused.retryAfterSeconds, trueWait, "Retry-After is the true wait")
+      // That wait later, by the store's clock, a credit is there for the instance on time.
+      clock.now = NOW + trueWait * 1000
+      yield* TestClock.setTime(clock.now)
+      yield* onTime.spend("cold")
+    }))
+
+  it.effect("a stored value out of bounds is repaired: neither refused for ever nor a full reserve granted", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(NOW)
+      const clock = { now: NOW }
+      const store = storeCell(clock)
+      const budget = yield* makeMonthlyBudget(DEMO, store.cell)
+      store.values.set(LEDGER, JSON.stringify({ lists: 6, cold: -1e12, refresh: 0, at: NOW, month: "2026-11", spent: 10 }))
+      clock.now = NOW + 30 * MINUTE
+      yield* TestClock.setTime(clock.now)
+      // Half an hour of the cold pace (the refresh part fills first: empty, it takes its own share).
+      assert.isAbove(yield* spendAll(budget, "cold"), 0)
+      store.values.set(LEDGER, JSON.stringify({ lists: 6, cold: 0, refresh: 0, at: 0, month: "1970-01", spent: 0 }))
+      assert.strictEqual(yield* spendAll(budget, "cold"), 0, "not a full reserve")
+    }))
+})

@@ -152,7 +152,7 @@ describe.skipIf(!canSpawnRedis && sharedRedisUrl === undefined)("CoinGecko provi
       assert.deepStrictEqual(other.rates.map((r) => r.id), ["bitcoin"])
     }))
 
-  it.live("a Redis outage degrades to upstream calls, not errors", () =>
+  it.live("a Redis outage fails closed on credits (issue 27): no call without the ledger, a 503 for what nothing holds", () =>
     Effect.gen(function*() {
       const refused = () => new Redis.RedisError({ cause: new Error("connection refused") })
       // A Redis that fails every command, as a lost connection does (no offline queue).
@@ -168,8 +168,9 @@ describe.skipIf(!canSpawnRedis && sharedRedisUrl === undefined)("CoinGecko provi
           Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, brokenRedis, DailyHistory.layerMemory))
         )
       )
-      const result = yield* askVia(lonely, { symbols: ["SOL"], currency: "usd", days: 7 })
-      assert.deepStrictEqual(result.rates.map((r) => [r.id, r.series.length]), [["solana", 7]])
-      assert.strictEqual(result.stale, false)
+      emulator.resetStats()
+      const failure = yield* Effect.flip(askVia(lonely, { symbols: ["SOL"], currency: "usd", days: 7 }))
+      assert.strictEqual(failure._tag, "RatesUnavailableError")
+      assert.strictEqual(emulator.stats().byQuery["markets:ids"] ?? 0, 0, "no data call without a credit")
     }))
 })

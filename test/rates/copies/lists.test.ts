@@ -50,7 +50,8 @@ const listOf = (fetch: Effect.Effect<ReadonlyArray<string>, SourceError>) =>
       retryMs: 10_000,
       pinned: true
     })
-    yield* copies.warm(KEY)
+    yield* Effect.forkScoped(copies.warm(KEY))
+    yield* Effect.yieldNow
     return {
       get: (deadline: number) => Effect.match(copies.get(KEY, Charge.background, deadline), { onFailure: () => undefined, onSuccess: (held) => held.value }),
       retryAfterSeconds: copies.retryAfterSeconds(KEY)

@@ -137,3 +137,68 @@ describe("DailyHistory durability", () => {
     expect(rows).toEqual([{ points: 4, coverage: 1 }])
   })
 })
+
+describe("every store read validated the same way (issue 27, finding 2)", () => {
+  /** What a tampered store holds for bitcoin in usd: days 0..4, day 2 set to `bad`. */
+  const tampered = {
+    files: (dir: string, bad: unknown) => {
+      const file = historyFile(dir, { coin: "bitcoin", currency: "usd", source: "coingecko" })
+      mkdirSync(join(dir, "rates-history", "coingecko", "usd"), { recursive: true })
+      writeFileSync(file, JSON.stringify({ version: 1, coveredFrom: day(0), coveredTo: day(4), points: [[day(0), 1], [day(1), 2], [day(2), bad], [day(3), 4], [day(4), 5]] }))
+    }
+  }
+  const warningsOf = () => {
+    const warnings: Array<string> = []
+    const layer = Logger.layer([Logger.make(({ logLevel, message }) => {
+      if (logLevel === "Warn") warnings.push(String(message))
+    })])
+    return { warnings, layer }
+  }
+
+  it("files: a day that is no positive price ends the coverage before it (asked again), once logged; a write replaces it", async () => {
+    for (const bad of [-1, 0, "NaN", null, 1e400]) {
+      const dir = tempDataDir()
+      tampered.files(dir, bad)
+      const log = warningsOf()
+      const held = await withStore(Layer.merge(DailyHistory.layerFiles(dir), log.layer), (store) =>
+        Effect.gen(function*() {
+          const id = { coin: "bitcoin", currency: "usd", source: "coingecko" } as const
+          const first = yield* store.read(id)
+          yield* store.read(id)
+          // The day asked again and written: the bad value is replaced (the first write won nothing).
+          yield* store.write(id, series(2, 4, [[2, 3], [3, 4], [4, 5]]))
+          return { first, after: yield* store.read(id) }
+        }))
+      expect(held.first, String(bad)).toEqual(Option.some(series(0, 1, [[0, 1], [1, 2]])))
+      expect(log.warnings.filter((w) => /not a positive price/.test(w)), String(bad)).toHaveLength(1)
+      expect(held.after, String(bad)).toEqual(Option.some(series(0, 4, [[0, 1], [1, 2], [2, 3], [3, 4], [4, 5]])))
+    }
+  })
+
+  it("PostgreSQL: a price set to NaN or -1 by hand ends the coverage before it; the next write replaces it", async () => {
+    const id = { coin: `poisoned-${Math.random().toString(36).slice(2, 8)}`, currency: "usd", source: "coingecko" } as const
+    await withStore(postgres(), (store) => store.write(id, series(0, 4, [[0, 1], [1, 2], [2, 3], [3, 4], [4, 5]])))
+    for (const bad of ["'NaN'", "-1"]) {
+      await runSql(database.url, [`UPDATE rates_daily_points SET price = ${bad} WHERE coin = '${id.coin}' AND day = DATE '1970-01-01' + ${day(2) / DAY}`])
+      const held = await withStore(postgres(), (store) =>
+        Effect.gen(function*() {
+          const first = yield* store.read(id)
+          yield* store.write(id, series(2, 4, [[2, 3], [3, 4], [4, 5]]))
+          return { first, after: yield* store.read(id) }
+        }))
+      expect(held.first, bad).toEqual(Option.some(series(0, 1, [[0, 1], [1, 2]])))
+      expect(held.after, bad).toEqual(Option.some(series(0, 4, [[0, 1], [1, 2], [2, 3], [3, 4], [4, 5]])))
+    }
+  })
+
+  it("a coverage beyond the last closed day (a clock that ran ahead wrote it) ends at that day", async () => {
+    const dir = tempDataDir()
+    const today = Math.floor(Date.now() / DAY) * DAY
+    const file = historyFile(dir, { coin: "bitcoin", currency: "usd", source: "coingecko" })
+    mkdirSync(join(dir, "rates-history", "coingecko", "usd"), { recursive: true })
+    writeFileSync(file, JSON.stringify({ version: 1, coveredFrom: today - 3 * DAY, coveredTo: today + 2 * DAY, points: [[today - 3 * DAY, 1], [today + DAY, 9]] }))
+    const held = await withStore(DailyHistory.layerFiles(dir), (store) => store.read({ coin: "bitcoin", currency: "usd", source: "coingecko" }))
+    expect(Option.getOrThrow(held).coveredTo).toBeLessThanOrEqual(today)
+    expect(Option.getOrThrow(held).points).toEqual([[today - 3 * DAY, 1]])
+  })
+})

@@ -1,15 +1,19 @@
 /**
  * CoinGecko's monthly credits, spent at the month's even pace (monthlyCredits.ts has the rule and its
  * arithmetic). The ledger lives in a DurableCell (a file under DATA_DIR, Redis or PostgreSQL): a restart
- * or a second instance adds no credit.
+ * or a second instance adds no credit. It is kept on the store's clock, so an instance whose own clock
+ * runs ahead moves it no further than the others; a stored value out of its bounds is repaired (logged).
  *
- * Each upstream call takes a credit of its kind first (budget.ts, asked by CoinGeckoClient.ts): "cold" when a request waits
- * for it, "refresh" when nobody does. No credit: the call is not made, and the caller gets
- * `rate-limited` with the seconds until one comes back (the request: a held copy, or 503).
+ * Each call takes a credit of its kind first (budget.ts, asked by CoinGeckoClient.ts): "lists" for the
+ * start-up and daily lists, "cold" when a request waits for it, "refresh" when nobody does. No credit:
+ * the call is not made, and the caller gets `rate-limited` with the seconds until one comes back (the
+ * request: a held copy, the second source, or 503).
  *
- * When the ledger's store fails, this process goes on with a ledger of its own, from the last state it
- * read (a process that never read one starts as a new ledger does, with the reserve): an outage of the
- * store costs at most one reserve per process, and never the answers.
+ * Fail closed on credits, open on answers: when the store fails, this process spends from a ledger of
+ * its own that starts empty (never a fresh reserve: not on a restart, not for a replaced worker) and
+ * fills at its share of the pace, the month's pace divided by the workers it knows of (WEB_CONCURRENCY);
+ * what it spent meanwhile is added to the shared ledger when the store answers again. Held copies and the
+ * second source serve meanwhile.
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import { DurableCell, type DurableCellShape } from "../../../platform/durableCell/DurableCell.ts"
@@ -17,7 +21,18 @@ import { makeMemoryCell } from "../../../platform/durableCell/memory.ts"
 import { recordCredits } from "../../../observability/metrics.ts"
 import { failWithFor, type SourceError } from "../../upstream.ts"
 import { CoinGeckoConfig } from "../CoinGeckoConfig.ts"
-import { type CreditKind, type CreditPlan, type CreditState, initialState, monthOf, parseState, planFor, settle, take } from "./monthlyCredits.ts"
+import {
+  type CreditKind,
+  type CreditPlan,
+  type CreditState,
+  emptyState,
+  initialState,
+  parseState,
+  planFor,
+  repairState,
+  settle,
+  take
+} from "./monthlyCredits.ts"
 
 export interface CreditSnapshot {
   readonly plan: CreditPlan
@@ -36,7 +51,7 @@ export class MonthlyBudget extends Context.Service<MonthlyBudget, {
     MonthlyBudget,
     Effect.gen(function*() {
       const config = yield* CoinGeckoConfig
-      return yield* makeMonthlyBudget(planFor(config.callsPerMonth), yield* DurableCell)
+      return yield* makeMonthlyBudget(planFor(config.callsPerMonth, config.listsPerLoad), yield* DurableCell, { workers: config.workers })
     })
   )
 
@@ -49,54 +64,94 @@ export class MonthlyBudget extends Context.Service<MonthlyBudget, {
 export const LEDGER = "coingecko-credits"
 const MAX_RACES = 16
 
-export const makeMonthlyBudget = (plan: CreditPlan, cell: DurableCellShape) =>
+/** The plan one of `workers` processes spends alone: its share of every part and of the pace. */
+const shareOf = (plan: CreditPlan, workers: number): CreditPlan => {
+  const part = (values: Readonly<Record<CreditKind, number>>) =>
+    ({ lists: values.lists / workers, cold: values.cold / workers, refresh: values.refresh / workers })
+  return { perMonth: plan.perMonth / workers, ratePerMs: plan.ratePerMs / workers, capacity: part(plan.capacity), rate: part(plan.rate) }
+}
+
+/** `state` less what was spent without it, each part down to zero at most, the month's count up by as much. */
+const withOwed = (state: CreditState, owed: Readonly<Record<CreditKind, number>>): CreditState => ({
+  ...state,
+  lists: Math.max(0, state.lists - owed.lists),
+  cold: Math.max(0, state.cold - owed.cold),
+  refresh: Math.max(0, state.refresh - owed.refresh),
+  spent: state.spent + owed.lists + owed.cold + owed.refresh
+})
+
+export const makeMonthlyBudget = (plan: CreditPlan, cell: DurableCellShape, options: { readonly workers: number } = { workers: 1 }) =>
   Effect.gen(function*() {
-    // This process's own ledger, used while the store is away.
+    const ownPlan = shareOf(plan, Math.max(1, options.workers))
+    // This process's own ledger while the store is away, and what it spent from it.
     let local: CreditState | undefined
+    let owed: Record<CreditKind, number> = { lists: 0, cold: 0, refresh: 0 }
+    let lastSpent = 0
     let storeDown = false
     // One log line per hold: when the pace first refuses a refresh, then not until one is granted again.
     let refreshHeld = false
 
     const publish = (state: CreditState) => recordCredits("coingecko", state.spent, Math.max(0, plan.perMonth - state.spent))
 
-    const emptyAt = (now: number): CreditState => ({ cold: 0, refresh: 0, at: now, month: monthOf(now), spent: local?.spent ?? 0 })
-
-    /** Read, take, compare-and-set; again when another instance wrote in between. */
-    const takeShared = (kind: CreditKind, now: number) =>
+    /** Read, repair, settle what is owed, take, compare-and-set; again when another instance wrote in between. */
+    const takeShared = (kind: CreditKind) =>
       Effect.gen(function*() {
         for (let race = 0; race < MAX_RACES; race++) {
+          const now = yield* cell.now
           const text = yield* cell.get(LEDGER)
           const stored = parseState(text)
-          // A value that is not a ledger (corrupted, another release's) starts empty, not full.
-          const taken = take(text !== undefined && stored === undefined ? emptyAt(now) : stored, plan, kind, now)
-          if (yield* cell.compareAndSet(LEDGER, text, JSON.stringify(taken.state))) return taken
+          let base: CreditState | undefined
+          if (text !== undefined && stored === undefined) {
+            // A value that is not a ledger (corrupted, another release's) starts empty, not full.
+            yield* Effect.logWarning("rates: the credit ledger holds no ledger; starting it empty")
+            base = emptyState(now)
+          } else if (stored !== undefined) {
+            const { repaired, state } = repairState(stored, plan, now)
+            if (repaired.length > 0) yield* Effect.logWarning(`rates: the credit ledger was out of its bounds, repaired: ${repaired.join("; ")}`)
+            base = state
+          }
+          const owing = owed.lists + owed.cold + owed.refresh > 0
+          if (owing) base = withOwed(base === undefined ? initialState(plan, now) : settle(base, plan, now), owed)
+          const taken = take(base, plan, kind, now)
+          if (yield* cell.compareAndSet(LEDGER, text, JSON.stringify(taken.state))) {
+            if (owing) {
+              yield* Effect.logInfo(`rates: ${owed.lists + owed.cold + owed.refresh} credits spent while the ledger was away are now in it`)
+              owed = { lists: 0, cold: 0, refresh: 0 }
+            }
+            return taken
+          }
         }
         // Contention this high means instances spend faster than the pace anyway: refuse this one.
-        return { state: local ?? emptyAt(now), granted: false, waitMs: 1_000 }
+        return { state: emptyState(yield* Clock.currentTimeMillis, lastSpent), granted: false, waitMs: 1_000 }
       })
 
+    /** From this process's own ledger: empty when the store went away, filling at its share of the pace. */
     const takeLocal = (kind: CreditKind, now: number) => {
-      const taken = take(local, plan, kind, now)
+      const taken = take(local ?? emptyState(now, lastSpent), ownPlan, kind, now)
       local = taken.state
+      if (taken.granted) owed = { ...owed, [kind]: owed[kind] + 1 }
       return taken
     }
 
     const spend = (kind: CreditKind): Effect.Effect<void, SourceError> =>
       Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        const shared = yield* Effect.result(takeShared(kind, now))
+        const shared = yield* Effect.result(takeShared(kind))
         let taken
         if (shared._tag === "Success") {
           if (storeDown) yield* Effect.logInfo(`rates: the credit ledger (${cell.store}) answers again`)
           storeDown = false
+          local = undefined
           taken = shared.success
-          local = taken.state
+          lastSpent = taken.state.spent
         } else {
           if (!storeDown) {
-            yield* Effect.logWarning(`rates: the credit ledger (${cell.store}) failed; spending from this process's own meanwhile`, shared.failure.message)
+            yield* Effect.logWarning(
+              `rates: the credit ledger (${cell.store}) failed; spending this process's share of the pace (1/${options.workers}) meanwhile`,
+              shared.failure.message
+            )
           }
           storeDown = true
-          taken = takeLocal(kind, now)
+          taken = takeLocal(kind, yield* Clock.currentTimeMillis)
         }
         publish(taken.state)
         const seconds = Math.max(1, Math.ceil(taken.waitMs / 1000))
@@ -116,10 +171,10 @@ export const makeMonthlyBudget = (plan: CreditPlan, cell: DurableCellShape) =>
       })
 
     const snapshot = Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      const text = yield* Effect.orElseSucceed(cell.get(LEDGER), () => undefined)
-      const stored = parseState(text) ?? local
-      return { plan, state: stored === undefined ? initialState(plan, now) : settle(stored, plan, now) }
+      const now = yield* Effect.catch(cell.now, () => Clock.currentTimeMillis)
+      const stored = parseState(yield* Effect.orElseSucceed(cell.get(LEDGER), () => undefined))
+      if (stored === undefined) return { plan, state: local ?? initialState(plan, now) }
+      return { plan, state: settle(repairState(stored, plan, now).state, plan, now) }
     })
 
     return MonthlyBudget.of({ plan, spend, snapshot })

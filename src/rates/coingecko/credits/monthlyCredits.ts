@@ -10,45 +10,55 @@
  *   Basic 100,000: reserve 2,000, pace 2.195 a minute (one call every 27 seconds)
  *   any 31 days spend at most reserve + pace × 44,640 = perMonth.
  *
- * The reserve absorbs bursts, in two parts with their own share of the pace, so that neither kind of
- * call starves the other: calls a request waits for ("cold": 3/4 of the reserve, 1/4 of the pace) and
- * calls nobody waits for ("refresh": the popular prices refreshed behind, the daily points, the coin
- * index; 1/4 of the reserve, 3/4 of the pace). What a full part would gain spills into the other, so
- * an idle kind lends its pace to the busy one, never its reserve.
+ * The reserve absorbs bursts, in parts with their own share of the pace, so that no kind of call starves
+ * another:
+ *   - lists: the start-up and daily lists (the currency list, the coin list and its ranks), one load's
+ *     calls of the reserve and one load a day of the pace: no burst can spend what the index needs;
+ *   - cold: calls a request waits for, 3/4 of the rest of the reserve and 1/4 of the rest of the pace;
+ *   - refresh: calls nobody waits for (the popular prices refreshed behind, the daily points), the rest.
+ * What a full part would gain spills into the next (lists → refresh ⇄ cold), so an idle kind lends its
+ * pace, never its reserve, and nothing spills into the lists' part.
  */
 
-export type CreditKind = "cold" | "refresh"
+export type CreditKind = "lists" | "cold" | "refresh"
 
-/** The plan's share kept as a reserve for bursts, and the cold part of the reserve and of the pace. */
+/** The plan's share kept as a reserve for bursts, and the cold part of the reserve and of the pace (lists apart). */
 const RESERVE_SHARE = 0.02
 const COLD_RESERVE_SHARE = 0.75
 const COLD_PACE_SHARE = 0.25
 export const LONGEST_MONTH_MS = 31 * 86_400_000
+const DAY_MS = 86_400_000
 
 export interface CreditPlan {
   readonly perMonth: number
-  /** Credits that come back per millisecond, both parts together. */
+  /** Credits that come back per millisecond, every part together. */
   readonly ratePerMs: number
   readonly capacity: Readonly<Record<CreditKind, number>>
   readonly rate: Readonly<Record<CreditKind, number>>
 }
 
-export const planFor = (perMonth: number): CreditPlan => {
+/** The plan's parts; `listsPerLoad` is what one load of the lists calls (the currency list, the coin list, its rank pages). */
+export const planFor = (perMonth: number, listsPerLoad = 6): CreditPlan => {
   const reserve = perMonth * RESERVE_SHARE
   const ratePerMs = (perMonth - reserve) / LONGEST_MONTH_MS
+  // The lists: one load held back, one load a day; never more than half of the reserve or of the pace.
+  const lists = Math.min(listsPerLoad, reserve / 2)
+  const listsRate = Math.min(listsPerLoad / DAY_MS, ratePerMs / 2)
   // A part smaller than one credit could never grant a call.
-  const cold = Math.max(1, reserve * COLD_RESERVE_SHARE)
-  const refresh = Math.max(1, reserve - cold)
+  const cold = Math.max(1, (reserve - lists) * COLD_RESERVE_SHARE)
+  const refresh = Math.max(1, reserve - lists - cold)
+  const rest = ratePerMs - listsRate
   return {
     perMonth,
     ratePerMs,
-    capacity: { cold, refresh },
-    rate: { cold: ratePerMs * COLD_PACE_SHARE, refresh: ratePerMs * (1 - COLD_PACE_SHARE) }
+    capacity: { lists, cold, refresh },
+    rate: { lists: listsRate, cold: rest * COLD_PACE_SHARE, refresh: rest * (1 - COLD_PACE_SHARE) }
   }
 }
 
 /** What is stored (as JSON), shared by every instance. */
 export interface CreditState {
+  readonly lists: number
   readonly cold: number
   readonly refresh: number
   /** When the levels were last brought up to date (epoch ms). */
@@ -62,19 +72,26 @@ export const monthOf = (epochMs: number): string => new Date(epochMs).toISOStrin
 
 /** A new ledger starts with its reserve full (at most 2 % of the month: a new deployment's burst). */
 export const initialState = (plan: CreditPlan, now: number): CreditState => ({
-  cold: plan.capacity.cold,
-  refresh: plan.capacity.refresh,
+  ...plan.capacity,
   at: now,
   month: monthOf(now),
   spent: 0
 })
 
+/** A ledger with nothing to spend at `now`: what a process without its store, or a repaired ledger, starts from. */
+export const emptyState = (now: number, spent = 0): CreditState => ({ lists: 0, cold: 0, refresh: 0, at: now, month: monthOf(now), spent })
+
 /** The levels at `now`: the credits come back since `at`, each part up to its capacity, the excess spilling over. */
 export const settle = (state: CreditState, plan: CreditPlan, now: number): CreditState => {
   // A clock that went back gives nothing back, and moves nothing.
   const elapsed = Math.max(0, now - state.at)
+  let lists = state.lists + elapsed * plan.rate.lists
   let cold = state.cold + elapsed * plan.rate.cold
   let refresh = state.refresh + elapsed * plan.rate.refresh
+  if (lists > plan.capacity.lists) {
+    refresh += lists - plan.capacity.lists
+    lists = plan.capacity.lists
+  }
   if (cold > plan.capacity.cold) {
     refresh += cold - plan.capacity.cold
     cold = plan.capacity.cold
@@ -85,7 +102,7 @@ export const settle = (state: CreditState, plan: CreditPlan, now: number): Credi
   }
   const at = Math.max(state.at, now)
   const month = monthOf(at)
-  return { cold, refresh, at, month, spent: month === state.month ? state.spent : 0 }
+  return { lists, cold, refresh, at, month, spent: month === state.month ? state.spent : 0 }
 }
 
 export interface Taken {
@@ -105,7 +122,7 @@ export const take = (previous: CreditState | undefined, plan: CreditPlan, kind: 
 
 const isFiniteNumber = (value: unknown): value is number => typeof value === "number" && Number.isFinite(value)
 
-/** Reads a stored state back; anything else (another release's, a corrupted value) is no state. */
+/** Reads a stored state back as it was written; anything else (another release's, a corrupted value) is no state. */
 export const parseState = (text: string | undefined): CreditState | undefined => {
   if (text === undefined) return undefined
   try {
@@ -113,9 +130,50 @@ export const parseState = (text: string | undefined): CreditState | undefined =>
     if (
       value !== null && isFiniteNumber(value.cold) && isFiniteNumber(value.refresh) && isFiniteNumber(value.at) &&
       typeof value.month === "string" && isFiniteNumber(value.spent)
-    ) return { cold: value.cold, refresh: value.refresh, at: value.at, month: value.month, spent: value.spent }
+    ) {
+      // A ledger of the release before the lists had their part: theirs is full.
+      const lists = isFiniteNumber(value.lists) ? value.lists : Number.POSITIVE_INFINITY
+      return { lists, cold: value.cold, refresh: value.refresh, at: value.at, month: value.month, spent: value.spent }
+    }
   } catch {
     // fall through: not ours
   }
   return undefined
+}
+
+/**
+ * A stored state brought within its bounds at `now` (the store's clock), and what was out of them:
+ *   - a level below zero is zero, above its part's capacity is the capacity (a value tampered with, or
+ *     of another plan, neither refuses for ever nor grants more than a reserve);
+ *   - a time ahead of now is now (an instance whose clock ran ahead wrote it): credits come back from
+ *     now, and a wait said is the true wait;
+ *   - a month that is not the one of its own time, or a time before last month began, is no ledger one
+ *     can trust: empty now (fail closed; credits come back at the pace);
+ *   - a spent count below zero is zero.
+ */
+export const repairState = (state: CreditState, plan: CreditPlan, now: number): { readonly state: CreditState; readonly repaired: ReadonlyArray<string> } => {
+  const repaired: Array<string> = []
+  const lastMonthBegan = Date.UTC(new Date(now).getUTCFullYear(), new Date(now).getUTCMonth() - 1, 1)
+  // Date's range is ±8.64e15 ms: a time outside it has no month at all.
+  if (Math.abs(state.at) > 8.64e15 || state.month !== monthOf(state.at) || state.at < lastMonthBegan) {
+    repaired.push(`a time (${state.at}) and month (${state.month}) that do not agree or are not recent: emptied`)
+    return { state: emptyState(now, state.month === monthOf(now) ? Math.max(0, state.spent) : 0), repaired }
+  }
+  const level = (kind: CreditKind) => {
+    const value = state[kind]
+    const bounded = Math.min(Math.max(value, 0), plan.capacity[kind])
+    if (bounded !== value && Number.isFinite(value)) repaired.push(`${kind} ${value} outside 0..${plan.capacity[kind]}`)
+    return bounded
+  }
+  const lists = level("lists")
+  const cold = level("cold")
+  const refresh = level("refresh")
+  let at = state.at
+  if (at > now) {
+    repaired.push(`a time ${at - now} ms ahead of the store's`)
+    at = now
+  }
+  const spent = Math.max(0, state.spent)
+  if (spent !== state.spent) repaired.push(`spent ${state.spent}`)
+  return { state: { lists, cold, refresh, at, month: monthOf(at), spent }, repaired }
 }
