@@ -30,7 +30,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { fileURLToPath } from "node:url"
-import { coinbaseCandle, coinbasePrice, DAY_MS, emulatedProductById, emulatedProducts, priceText } from "./coinbase-data.ts"
+import { coinbaseCandle, coinbaseProductRow, coinbaseQuote, coinbaseTime, emulatedProductById, emulatedProducts, priceText } from "./coinbase-data.ts"
 
 export const coinbaseFaultModes = ["none", "5xx", "429", "hang", "reset", "truncated", "wrong-shape"] as const
 export type CoinbaseFaultMode = (typeof coinbaseFaultModes)[number]
@@ -103,30 +103,6 @@ const sendJson = (res: ServerResponse, status: number, body: unknown) => {
 /** ISO 8601 or epoch seconds → epoch ms; NaN when neither. */
 const instantOf = (text: string): number => (/^\d+(\.\d+)?$/.test(text) ? Number(text) * 1000 : Date.parse(text))
 
-const productRow = (id: string) => {
-  const p = emulatedProductById.get(id)!
-  return {
-    id: p.id,
-    base_currency: p.base,
-    quote_currency: p.quote,
-    quote_increment: "0.01",
-    base_increment: "0.00000001",
-    display_name: `${p.base}/${p.quote}`,
-    min_market_funds: "1",
-    margin_enabled: false,
-    post_only: false,
-    limit_only: false,
-    cancel_only: false,
-    status: p.status,
-    status_message: "",
-    trading_disabled: p.tradingDisabled,
-    fx_stablecoin: p.quote === "USDT" || p.quote === "USDC",
-    max_slippage_percentage: "0.03000000",
-    auction_mode: false,
-    high_bid_limit_percentage: ""
-  }
-}
-
 const candles = (id: string, query: URLSearchParams, now: number): Answer => {
   const granularity = Number(query.get("granularity") ?? Number.NaN)
   if (!GRANULARITIES.has(granularity)) return message(400, "Unsupported granularity")
@@ -158,47 +134,38 @@ const candles = (id: string, query: URLSearchParams, now: number): Answer => {
   return { status: 200, body: rows }
 }
 
-const withMicroseconds = (ms: number) => new Date(ms).toISOString().replace("Z", "123Z")
-
 /** The API itself, faults and limits aside. */
 const answer = (path: string, query: URLSearchParams, now: number): Answer => {
-  if (path === "/products") return { status: 200, body: emulatedProducts.map((p) => productRow(p.id)) }
+  if (path === "/products") return { status: 200, body: emulatedProducts.map((p) => coinbaseProductRow(p.id)) }
   const match = /^\/products\/([^/]+)\/(candles|ticker|stats)$/.exec(path)
   if (match === null) return NOT_FOUND
   const id = decodeURIComponent(match[1]!).toUpperCase()
   if (!emulatedProductById.has(id)) return NOT_FOUND
-  const price = coinbasePrice(id, now)
-  switch (match[2]) {
-    case "candles":
-      return candles(id, query, now)
-    case "ticker":
-      return {
-        status: 200,
-        body: {
-          ask: priceText(Number((price * 1.0001).toPrecision(10))),
-          bid: priceText(Number((price * 0.9999).toPrecision(10))),
-          volume: "12345.67890000",
-          trade_id: Math.floor(now / 1000) % 1_000_000_000,
-          price: priceText(price),
-          size: "0.01000000",
-          // Coinbase writes microseconds.
-          time: withMicroseconds(now)
-        }
+  if (match[2] === "candles") return candles(id, query, now)
+  const quote = coinbaseQuote(id, now)
+  if (match[2] === "ticker") {
+    return {
+      status: 200,
+      body: {
+        ask: priceText(quote.ask),
+        bid: priceText(quote.bid),
+        volume: "12345.67890000",
+        trade_id: Math.floor(now / 1000) % 1_000_000_000,
+        price: priceText(quote.price),
+        size: "0.01000000",
+        time: coinbaseTime(now)
       }
-    default: {
-      const open = coinbasePrice(id, now - DAY_MS)
-      const middle = coinbasePrice(id, now - DAY_MS / 2)
-      return {
-        status: 200,
-        body: {
-          open: priceText(open),
-          high: priceText(Math.max(open, middle, price)),
-          low: priceText(Math.min(open, middle, price)),
-          last: priceText(price),
-          volume: "23456.78900000",
-          volume_30day: "701234.56700000"
-        }
-      }
+    }
+  }
+  return {
+    status: 200,
+    body: {
+      open: priceText(quote.open),
+      high: priceText(quote.high),
+      low: priceText(quote.low),
+      last: priceText(quote.price),
+      volume: "23456.78900000",
+      volume_30day: "701234.56700000"
     }
   }
 }
