@@ -11,6 +11,7 @@ const unitFolders = ["rates", "http", "oauth", "newsletter", "platform", "config
 const integrationToo = [
   "test/rates/emulator.test.ts",
   "test/rates/coinbase-emulator.test.ts",
+  "test/rates/coinbase-feed-emulator.test.ts",
   "test/rates/coingecko/redis.test.ts",
   "test/http/docs.test.ts",
   "test/oauth/cli.test.ts",

@@ -74,6 +74,31 @@ export const emulatedProducts: ReadonlyArray<EmulatedProduct> = [
 
 export const emulatedProductById: ReadonlyMap<string, EmulatedProduct> = new Map(emulatedProducts.map((p) => [p.id, p]))
 
+/** A product as GET /products lists it. */
+export const coinbaseProductRow = (id: string) => {
+  const p = emulatedProductById.get(id)!
+  return {
+    id: p.id,
+    base_currency: p.base,
+    quote_currency: p.quote,
+    quote_increment: "0.01",
+    base_increment: "0.00000001",
+    display_name: `${p.base}/${p.quote}`,
+    min_market_funds: "1",
+    margin_enabled: false,
+    post_only: false,
+    limit_only: false,
+    cancel_only: false,
+    status: p.status,
+    status_message: "",
+    trading_disabled: p.tradingDisabled,
+    fx_stablecoin: p.quote === "USDT" || p.quote === "USDC",
+    max_slippage_percentage: "0.03000000",
+    auction_mode: false,
+    high_bid_limit_percentage: ""
+  }
+}
+
 /** The thin market of the set: some days have no trades, hence no candle. */
 export const GAPPY_PRODUCT = "XTZ-EUR"
 
@@ -116,6 +141,28 @@ export const priceText = (price: number): string => {
   const text = String(price)
   return text.includes("e") ? price.toFixed(12).replace(/0+$/, "") : text
 }
+
+/**
+ * What the REST ticker and stats and the feed's `ticker` messages say of a product at an instant, so that
+ * they agree: the price, best bid and ask (±0.01 %), the price 24 h before (`open`), and the 24 h low and
+ * high (of the prices 24 h and 12 h before, and now). Numbers; the wire writes them with `priceText`.
+ */
+export const coinbaseQuote = (productId: string, epochMs: number) => {
+  const price = coinbasePrice(productId, epochMs)
+  const open = coinbasePrice(productId, epochMs - DAY_MS)
+  const middle = coinbasePrice(productId, epochMs - DAY_MS / 2)
+  return {
+    price,
+    bid: Number((price * 0.9999).toPrecision(10)),
+    ask: Number((price * 1.0001).toPrecision(10)),
+    open,
+    high: Math.max(open, middle, price),
+    low: Math.min(open, middle, price)
+  }
+}
+
+/** How Coinbase writes a time: ISO 8601 with microseconds (the emulator's are `ms` then `123`). */
+export const coinbaseTime = (epochMs: number): string => new Date(epochMs).toISOString().replace("Z", "123Z")
 
 /** `[time (s), low, high, open, close, volume]`. */
 export type EmulatedCandle = [number, number, number, number, number, number]

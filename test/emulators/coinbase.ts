@@ -2,8 +2,9 @@
  * A Coinbase Exchange emulator: the documented public market data our second source uses, its public
  * rate limit, and switchable faults, so the client can be tested over real HTTP.
  *
- *   node test/emulators/coinbase.ts --port 4102 [--now ISO]
- *   prints one JSON line: {"emulator":"coinbase","url":"http://127.0.0.1:4102","control":"…/__control"}
+ *   node test/emulators/coinbase.ts --port 4102 [--now ISO] [--tick-every-ms 1000]
+ *   prints one JSON line: {"emulator":"coinbase","url":"http://127.0.0.1:4102","control":"…/__control",
+ *   "ws":"ws://127.0.0.1:4102/ws-feed"}
  *
  * API (keyless, at the root like api.exchange.coinbase.com):
  *   GET /products                      every product (online, delisted, trading disabled)
@@ -17,20 +18,27 @@
  *   unknown product or path            404 {"message":"NotFound"}
  * Public limit: 10 requests/s per address, bursts to 15 (a token bucket), then 429
  * {"message":"Public rate limit exceeded"}. Errors are `{"message": …}`. Prices: coinbase-data.ts.
+ * WebSocket feed (wss://ws-feed.exchange.coinbase.com) at ws://…/ws-feed (`wsUrl`), protocol in coinbase-feed.ts:
+ *   a "subscribe" within 5 s (channels "ticker", "heartbeat") → "subscriptions", or an "error" message
+ *   ("FOO-USD is not a valid product"); then `ticker` messages (the REST ticker's and stats' numbers at the
+ *   clock's `now`, as strings; `open_24h` the price 24 h before) and heartbeats, every second per product;
+ *   at most 200 products a connection and 100 connections.
  * Control (not rate-limited):
  *   POST /__control  {"mode": "none"|"5xx"|"429"|"hang"|"reset"|"truncated"|"wrong-shape",
  *                     "paths"?: ["/products/BTC-USD", "/products$" (exactly)], "times"?: n, "status"?: 5xx,
  *                     "latency"?: {"/products": ms}, "now"?: ISO | null, "resetStats"?: true,
- *                     "rateLimit"?: false | true (on again: every address starts with a full bucket)}
+ *                     "rateLimit"?: false | true (on again: every address starts with a full bucket),
+ *                     "feed"?: "normal"|"disconnect" (close all now)|"refuse" (upgrades 503)|"silent" (send nothing)}
  *   GET  /__stats    {"total": n, "byPath": {"/products/BTC-USD/candles": n, …}, "byStatus": {"200": n, "429": n},
- *                     "maxInFlight": n}
- * Imported: `startCoinbaseEmulator({ port?, host?, now?, rateLimit? })`.
+ *                     "maxInFlight": n, "feed": {connections, subscribes, ticks, heartbeats, byProduct, …}}
+ * Imported: `startCoinbaseEmulator({ port?, host?, now?, rateLimit?, feed?: { tickEveryMs?, … } })`.
  * Runs on Node's type stripping: erasable TypeScript only, local imports with `.ts`.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { fileURLToPath } from "node:url"
-import { coinbaseCandle, coinbasePrice, DAY_MS, emulatedProductById, emulatedProducts, priceText } from "./coinbase-data.ts"
+import { type CoinbaseFeedMode, type CoinbaseFeedOptions, type CoinbaseFeedStats, COINBASE_FEED_PATH, createCoinbaseFeed } from "./coinbase-feed.ts"
+import { coinbaseCandle, coinbaseProductRow, coinbaseQuote, coinbaseTime, emulatedProductById, emulatedProducts, priceText } from "./coinbase-data.ts"
 
 export const coinbaseFaultModes = ["none", "5xx", "429", "hang", "reset", "truncated", "wrong-shape"] as const
 export type CoinbaseFaultMode = (typeof coinbaseFaultModes)[number]
@@ -53,12 +61,17 @@ export interface CoinbaseEmulatorStats {
   readonly byStatus: Readonly<Record<string, number>>
   /** Most API calls being answered at the same time. */
   readonly maxInFlight: number
+  readonly feed: CoinbaseFeedStats
 }
 
 export interface CoinbaseEmulator {
   /** Base URL to use as COINBASE_BASE_URL, e.g. http://127.0.0.1:40123 */
   readonly url: string
   readonly port: number
+  /** The WebSocket feed, e.g. ws://127.0.0.1:40123/ws-feed (COINBASE_WS_URL). */
+  readonly wsUrl: string
+  /** The feed's faults: "disconnect" closes every connection now; the others stand until "normal". */
+  setFeed(mode: CoinbaseFeedMode): void
   setFault(fault: CoinbaseFaultMode | CoinbaseFault): void
   /** Delay answers on paths starting with `pathPrefix`; 0 removes it. */
   setLatency(pathPrefix: string, ms: number): void
@@ -78,6 +91,8 @@ export interface CoinbaseEmulatorOptions {
   readonly now?: number
   /** The public rate limit (default on). */
   readonly rateLimit?: boolean
+  /** The WebSocket feed's cadence, deadline and bounds (coinbase-feed.ts). */
+  readonly feed?: CoinbaseFeedOptions
 }
 
 /** Coinbase's public limit: 10 a second, bursts to 15. */
@@ -102,30 +117,6 @@ const sendJson = (res: ServerResponse, status: number, body: unknown) => {
 
 /** ISO 8601 or epoch seconds → epoch ms; NaN when neither. */
 const instantOf = (text: string): number => (/^\d+(\.\d+)?$/.test(text) ? Number(text) * 1000 : Date.parse(text))
-
-const productRow = (id: string) => {
-  const p = emulatedProductById.get(id)!
-  return {
-    id: p.id,
-    base_currency: p.base,
-    quote_currency: p.quote,
-    quote_increment: "0.01",
-    base_increment: "0.00000001",
-    display_name: `${p.base}/${p.quote}`,
-    min_market_funds: "1",
-    margin_enabled: false,
-    post_only: false,
-    limit_only: false,
-    cancel_only: false,
-    status: p.status,
-    status_message: "",
-    trading_disabled: p.tradingDisabled,
-    fx_stablecoin: p.quote === "USDT" || p.quote === "USDC",
-    max_slippage_percentage: "0.03000000",
-    auction_mode: false,
-    high_bid_limit_percentage: ""
-  }
-}
 
 const candles = (id: string, query: URLSearchParams, now: number): Answer => {
   const granularity = Number(query.get("granularity") ?? Number.NaN)
@@ -158,47 +149,39 @@ const candles = (id: string, query: URLSearchParams, now: number): Answer => {
   return { status: 200, body: rows }
 }
 
-const withMicroseconds = (ms: number) => new Date(ms).toISOString().replace("Z", "123Z")
-
 /** The API itself, faults and limits aside. */
 const answer = (path: string, query: URLSearchParams, now: number): Answer => {
-  if (path === "/products") return { status: 200, body: emulatedProducts.map((p) => productRow(p.id)) }
+  if (path === "/products") return { status: 200, body: emulatedProducts.map((p) => coinbaseProductRow(p.id)) }
   const match = /^\/products\/([^/]+)\/(candles|ticker|stats)$/.exec(path)
   if (match === null) return NOT_FOUND
   const id = decodeURIComponent(match[1]!).toUpperCase()
   if (!emulatedProductById.has(id)) return NOT_FOUND
-  const price = coinbasePrice(id, now)
-  switch (match[2]) {
-    case "candles":
-      return candles(id, query, now)
-    case "ticker":
-      return {
-        status: 200,
-        body: {
-          ask: priceText(Number((price * 1.0001).toPrecision(10))),
-          bid: priceText(Number((price * 0.9999).toPrecision(10))),
-          volume: "12345.67890000",
-          trade_id: Math.floor(now / 1000) % 1_000_000_000,
-          price: priceText(price),
-          size: "0.01000000",
-          // Coinbase writes microseconds.
-          time: withMicroseconds(now)
-        }
+  if (match[2] === "candles") return candles(id, query, now)
+  // The feed's ticker messages say the same at the same instant (coinbase-feed.ts).
+  const quote = coinbaseQuote(id, now)
+  if (match[2] === "ticker") {
+    return {
+      status: 200,
+      body: {
+        ask: priceText(quote.ask),
+        bid: priceText(quote.bid),
+        volume: "12345.67890000",
+        trade_id: Math.floor(now / 1000) % 1_000_000_000,
+        price: priceText(quote.price),
+        size: "0.01000000",
+        time: coinbaseTime(now)
       }
-    default: {
-      const open = coinbasePrice(id, now - DAY_MS)
-      const middle = coinbasePrice(id, now - DAY_MS / 2)
-      return {
-        status: 200,
-        body: {
-          open: priceText(open),
-          high: priceText(Math.max(open, middle, price)),
-          low: priceText(Math.min(open, middle, price)),
-          last: priceText(price),
-          volume: "23456.78900000",
-          volume_30day: "701234.56700000"
-        }
-      }
+    }
+  }
+  return {
+    status: 200,
+    body: {
+      open: priceText(quote.open),
+      high: priceText(quote.high),
+      low: priceText(quote.low),
+      last: priceText(quote.price),
+      volume: "23456.78900000",
+      volume_30day: "701234.56700000"
     }
   }
 }
@@ -230,13 +213,15 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
     rateLimited = on
     buckets.clear()
   }
+  const feed = createCoinbaseFeed(() => now(), options.feed)
   const resetStats = () => {
+    feed.resetStats()
     byPath = {}
     byStatus = {}
     total = 0
     maxInFlight = inFlight
   }
-  const stats = (): CoinbaseEmulatorStats => ({ total, byPath: { ...byPath }, byStatus: { ...byStatus }, maxInFlight })
+  const stats = (): CoinbaseEmulatorStats => ({ total, byPath: { ...byPath }, byStatus: { ...byStatus }, maxInFlight, feed: feed.stats() })
   const now = () => frozenNow ?? Date.now()
 
   /** The address's token bucket, on the real clock (a frozen `now` is for prices only). */
@@ -283,10 +268,12 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
       if (body.now !== undefined) frozenNow = body.now === null ? undefined : Date.parse(String(body.now))
       if (body.resetStats === true) resetStats()
       if (typeof body.rateLimit === "boolean") setRateLimit(body.rateLimit)
+      if (body.feed !== undefined) feed.setMode(body.feed as CoinbaseFeedMode)
     } catch (error) {
       return sendJson(res, 400, { message: String(error) })
     }
-    return sendJson(res, 200, { fault, latency: Object.fromEntries(latency), now: new Date(now()).toISOString(), rateLimit: rateLimited })
+    const state = { fault, latency: Object.fromEntries(latency), now: new Date(now()).toISOString(), rateLimit: rateLimited }
+    return sendJson(res, 200, { ...state, feed: feed.stats().mode })
   }
 
   const handleApi = async (req: IncomingMessage, res: ServerResponse, path: string, query: URLSearchParams) => {
@@ -343,6 +330,7 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
       else res.destroy()
     })
   })
+  server.on("upgrade", feed.handleUpgrade)
 
   return new Promise((resolve, reject) => {
     server.once("error", reject)
@@ -352,6 +340,8 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
       resolve({
         url: `http://${host}:${address.port}`,
         port: address.port,
+        wsUrl: `ws://${host}:${address.port}${COINBASE_FEED_PATH}`,
+        setFeed: feed.setMode,
         setFault,
         setLatency,
         setNow: (epochMs) => {
@@ -362,6 +352,7 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
         stats,
         close: () =>
           new Promise<void>((done) => {
+            feed.close()
             server.close(() => done())
             // Hanging requests would keep close() waiting forever.
             server.closeAllConnections()
@@ -378,12 +369,15 @@ if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.
     return i === -1 ? undefined : process.argv[i + 1]
   }
   const nowArg = argument("--now")
+  const tickArg = argument("--tick-every-ms")
   const emulator = await startCoinbaseEmulator({
     port: Number(argument("--port") ?? 4102),
-    ...(nowArg === undefined ? {} : { now: Date.parse(nowArg) })
+    ...(nowArg === undefined ? {} : { now: Date.parse(nowArg) }),
+    ...(tickArg === undefined ? {} : { feed: { tickEveryMs: Number(tickArg) } })
   })
-  // One JSON line, like the other emulators in this repo, so scripts can read the URL.
-  process.stdout.write(`${JSON.stringify({ emulator: "coinbase", url: emulator.url, control: `${emulator.url}/__control` })}\n`)
+  // One JSON line, like the other emulators in this repo, so scripts can read the URLs.
+  const control = `${emulator.url}/__control`
+  process.stdout.write(`${JSON.stringify({ emulator: "coinbase", url: emulator.url, control, ws: emulator.wsUrl })}\n`)
   const stop = () => void emulator.close().then(() => process.exit(0))
   process.once("SIGINT", stop)
   process.once("SIGTERM", stop)

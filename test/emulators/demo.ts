@@ -1,6 +1,7 @@
 /**
- * `npm run demo`: the whole service offline. Starts the CoinGecko-, Coinbase- and Brevo-compatible
- * emulators, registers a demo OAuth client, starts the service against them and prints what to try.
+ * `npm run demo`: the whole service offline. Starts the CoinGecko-, Coinbase- (REST and WebSocket feed)
+ * and Brevo-compatible emulators, registers a demo OAuth client, starts the service against them and
+ * prints what to try.
  *   --port N           service port (default 3000)
  *   --smoke            run one request per endpoint, print the statuses and exit (0 when all are as expected)
  *   --credits-spent    CoinGecko answers 429 to everything, as when the month's credits are spent: majors
@@ -62,6 +63,8 @@ const env = {
   DATA_DIR: dataDir,
   COINGECKO_BASE_URL: coingecko.url,
   COINBASE_BASE_URL: coinbase.url,
+  // Coinbase Exchange's public feed, live quotes (CONTRACT C2, C4 "Live quotes"): the emulator's.
+  COINBASE_WS_URL: coinbase.wsUrl,
   NEWSLETTER_PROVIDER: "brevo",
   BREVO_BASE_URL: brevo.url,
   BREVO_API_KEY: "test-brevo-key",
@@ -154,6 +157,7 @@ if (smoke) {
 Demo running offline at ${base}   (Ctrl-C stops everything)
   CoinGecko emulator: ${coingecko.url}
   Coinbase emulator:  ${coinbase.url}   (the second source${creditsSpent ? ": CoinGecko's credits are spent, majors come from it" : "; --credits-spent shows it at work"})
+                      ${coinbase.wsUrl}   (its WebSocket feed, COINBASE_WS_URL)
   Brevo emulator:     ${brevo.url}
   Data:               ${dataDir}
 

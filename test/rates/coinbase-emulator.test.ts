@@ -146,6 +146,7 @@ describe("the Coinbase emulator's public market data", () => {
       const printed = JSON.parse(line)
       expect(printed).toMatchObject({ emulator: "coinbase", url: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/) })
       expect(printed.control).toBe(`${printed.url}/__control`)
+      expect(printed.ws).toBe(`${printed.url.replace(/^http/, "ws")}/ws-feed`)
       const ticker = await fetch(`${printed.url}/products/BTC-USD/ticker`).then((r) => r.json())
       expect(ticker.price).toBe(String(coinbasePrice("BTC-USD", EMULATOR_NOW)))
     } finally {

@@ -1,0 +1,365 @@
+/**
+ * The Coinbase Exchange emulator's WebSocket feed, as Coinbase documents wss://ws-feed.exchange.coinbase.com
+ * (docs.cdp.coinbase.com/exchange/websocket-feed): served by coinbase.ts on its own port at `/ws-feed`
+ * (`emulator.wsUrl`), plain ws://, framing in websocket.ts (no compression offered). JSON text messages:
+ *   → {"type":"subscribe","product_ids":["BTC-USD"],"channels":["ticker","heartbeat",{"name":"ticker","product_ids":[…]}]}
+ *     within `subscribeDeadlineMs` (5 s) of connecting, else the server closes (1008). Subscribing adds to what
+ *     the connection holds; "unsubscribe" has the same shape, and without product ids drops the whole channel.
+ *   ← {"type":"subscriptions","channels":[{"name":"ticker","product_ids":[…]},{"name":"heartbeat",…}]}: all it holds.
+ *   ← {"type":"error","message":"Failed to subscribe","reason":…}, and nothing of that subscribe is taken, for
+ *     "FOO-USD is not a valid product" (unknown or delisted), "You need to specify at least one product ID for
+ *     channel ticker", "level2 is not a valid channel" (only ticker and heartbeat are emulated), "too many
+ *     products: at most 200 per connection"; "Type has to be either subscribe or unsubscribe";
+ *     {"type":"error","message":"Malformed JSON"}. The connection stays open.
+ *   ← {"type":"ticker","sequence","product_id","price","open_24h","volume_24h","low_24h","high_24h","volume_30d",
+ *     "best_bid","best_bid_size","best_ask","best_ask_size","side","time","trade_id","last_size"}: every
+ *     `tickEveryMs` (1 s) per subscribed product, one trade at the emulator's `now` (frozen: the same time
+ *     and prices again; real: prices move), and the product's last ticker at once on subscribing, as Coinbase
+ *     does. Numbers as strings, those of the REST ticker and stats at that instant (`coinbaseQuote`):
+ *     `price` = coinbasePrice(id, t), `open_24h` = coinbasePrice(id, t - 24 h). `time` has microseconds.
+ *     A product whose trading is disabled (XTZ-USDT) has no trades, so no ticker messages.
+ *   ← {"type":"heartbeat","last_trade_id","product_id","sequence","time"}: every `heartbeatEveryMs` (1 s) per
+ *     product. `sequence` counts a product's trades (the same for every connection); `trade_id` too.
+ * Bounds: `maxConnections` (100; the next upgrade gets 429), `maxProductsPerConnection` (200), messages of
+ * 64 KiB. Pings are answered. Faults: `coinbaseFeedModes` below. Erasable TypeScript; nothing runs on import.
+ */
+import type { IncomingMessage } from "node:http"
+import type { Duplex } from "node:stream"
+import { coinbaseQuote, coinbaseTime, emulatedProductById, priceText } from "./coinbase-data.ts"
+import { acceptUpgrade, refuseUpgrade, upgradeProblem, type WebSocketPeer } from "./websocket.ts"
+
+export const COINBASE_FEED_PATH = "/ws-feed"
+
+/**
+ * `normal`; `disconnect`: close every connection now (close frame 1001), the standing mode unchanged, so
+ * clients may reconnect; `refuse`: new upgrades get 503 until `normal`; `silent`: connections stay open
+ * and nothing is sent on them (no answers, ticks, heartbeats or pongs, no deadline closes) until `normal`.
+ */
+export const coinbaseFeedModes = ["normal", "disconnect", "refuse", "silent"] as const
+export type CoinbaseFeedMode = (typeof coinbaseFeedModes)[number]
+
+export interface CoinbaseFeedOptions {
+  /** A `ticker` message per subscribed product this often (default 1000 ms). */
+  readonly tickEveryMs?: number
+  /** A `heartbeat` message per subscribed product this often (default 1000 ms, as Coinbase). */
+  readonly heartbeatEveryMs?: number
+  /** A connection without a subscription this long after connecting is closed (default 5000 ms, as Coinbase). */
+  readonly subscribeDeadlineMs?: number
+  /** Open connections at most (default 100); past it, upgrades get 429. */
+  readonly maxConnections?: number
+  /** Products one connection may subscribe to, over all its channels (default 200); past it, an error message. */
+  readonly maxProductsPerConnection?: number
+}
+
+export interface CoinbaseFeedProductStats {
+  /** `ticker` messages sent (one per subscribed connection). */
+  readonly ticks: number
+  readonly heartbeats: number
+  /** Connections subscribed to it now, on any channel. */
+  readonly subscribers: number
+}
+
+export interface CoinbaseFeedStats {
+  /** The standing mode (never `disconnect`). */
+  readonly mode: CoinbaseFeedMode
+  /** Connections open now. */
+  readonly connections: number
+  /** Upgrades accepted, and refused (refuse mode, the connection cap, a bad handshake). */
+  readonly accepted: number
+  readonly refused: number
+  /** `subscribe` and `unsubscribe` messages received (refused ones included); error answers (silent: not sent). */
+  readonly subscribes: number
+  readonly unsubscribes: number
+  readonly errors: number
+  /** `ticker` and `heartbeat` messages sent, over all connections. */
+  readonly ticks: number
+  readonly heartbeats: number
+  readonly byProduct: Readonly<Record<string, CoinbaseFeedProductStats>>
+}
+
+export interface CoinbaseFeed {
+  /** For the server's `upgrade` event: the feed at COINBASE_FEED_PATH, 404 elsewhere. */
+  readonly handleUpgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void
+  readonly setMode: (mode: CoinbaseFeedMode) => void
+  readonly resetStats: () => void
+  readonly stats: () => CoinbaseFeedStats
+  /** Cut every connection and stop the timers. */
+  readonly close: () => void
+}
+
+const CHANNELS = ["ticker", "heartbeat"] as const
+/** A subscribe of 200 product ids is about 3 KB. */
+const MAX_MESSAGE_BYTES = 64 * 1024
+type Channel = (typeof CHANNELS)[number]
+
+interface Connection {
+  readonly peer: WebSocketPeer
+  readonly subscribed: Record<Channel, Set<string>>
+  deadline: ReturnType<typeof setTimeout> | undefined
+}
+
+/** The market of one product: its message sequence, last trade id and last ticker message. */
+interface Market {
+  sequence: number
+  tradeId: number
+  lastTicker: string | undefined
+}
+
+/** What a subscribe or unsubscribe asks: channel → products, or a reason to refuse it. */
+const parseRequest = (message: Record<string, unknown>): Map<Channel, Array<string>> | string => {
+  const strings = (value: unknown) => (Array.isArray(value) && value.every((v) => typeof v === "string") ? (value as Array<string>) : undefined)
+  const top = message.product_ids === undefined ? [] : strings(message.product_ids)
+  if (top === undefined) return "product_ids must be a list of product ids"
+  if (!Array.isArray(message.channels)) return "channels must be a list"
+  const wanted = new Map<Channel, Array<string>>()
+  for (const entry of message.channels as Array<unknown>) {
+    const named = typeof entry === "object" && entry !== null ? (entry as Record<string, unknown>) : undefined
+    const name = typeof entry === "string" ? entry : named?.name
+    const own = named?.product_ids === undefined ? [] : strings(named.product_ids)
+    if (own === undefined) return "product_ids must be a list of product ids"
+    if (typeof name !== "string" || !(CHANNELS as ReadonlyArray<string>).includes(name)) return `${String(name)} is not a valid channel`
+    const channel = name as Channel
+    wanted.set(channel, [...new Set([...(wanted.get(channel) ?? []), ...top, ...own])])
+  }
+  return wanted.size === 0 ? "channels must name at least one channel" : wanted
+}
+
+export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptions = {}): CoinbaseFeed => {
+  const tickEveryMs = options.tickEveryMs ?? 1_000
+  const heartbeatEveryMs = options.heartbeatEveryMs ?? 1_000
+  const deadlineMs = options.subscribeDeadlineMs ?? 5_000
+  const maxConnections = options.maxConnections ?? 100
+  const maxProducts = options.maxProductsPerConnection ?? 200
+  const connections = new Set<Connection>()
+  const markets = new Map<string, Market>()
+  let mode: Exclude<CoinbaseFeedMode, "disconnect"> = "normal"
+  let timers: Array<ReturnType<typeof setInterval>> = []
+  const zero = () => ({ accepted: 0, refused: 0, subscribes: 0, unsubscribes: 0, errors: 0, ticks: 0, heartbeats: 0 })
+  let counts = zero()
+  let byProduct = new Map<string, { ticks: number; heartbeats: number }>()
+
+  const countFor = (id: string) => {
+    const entry = byProduct.get(id) ?? { ticks: 0, heartbeats: 0 }
+    byProduct.set(id, entry)
+    return entry
+  }
+  const market = (id: string): Market => {
+    let m = markets.get(id)
+    if (m === undefined) {
+      m = { sequence: 0, tradeId: Math.floor(now() / 1000) % 1_000_000_000, lastTicker: undefined }
+      markets.set(id, m)
+    }
+    return m
+  }
+  /** A trade happens: the product's next ticker message, at the emulator's `now`. Trading disabled: none. */
+  const trade = (id: string): string | undefined => {
+    if (emulatedProductById.get(id)?.tradingDisabled !== false) return undefined
+    const m = market(id)
+    const at = now()
+    const quote = coinbaseQuote(id, at)
+    m.sequence++
+    m.tradeId++
+    m.lastTicker = JSON.stringify({
+      type: "ticker",
+      sequence: m.sequence,
+      product_id: id,
+      price: priceText(quote.price),
+      open_24h: priceText(quote.open),
+      volume_24h: "23456.78900000",
+      low_24h: priceText(quote.low),
+      high_24h: priceText(quote.high),
+      volume_30d: "701234.56700000",
+      best_bid: priceText(quote.bid),
+      best_bid_size: "0.50000000",
+      best_ask: priceText(quote.ask),
+      best_ask_size: "0.50000000",
+      side: m.tradeId % 2 === 0 ? "buy" : "sell",
+      time: coinbaseTime(at),
+      trade_id: m.tradeId,
+      last_size: "0.01000000"
+    })
+    return m.lastTicker
+  }
+
+  const send = (connection: Connection, message: unknown) => {
+    if (mode !== "silent") connection.peer.send(typeof message === "string" ? message : JSON.stringify(message))
+  }
+  const error = (connection: Connection, message: string, reason?: string) => {
+    counts.errors++
+    send(connection, reason === undefined ? { type: "error", message } : { type: "error", message, reason })
+  }
+  const subscriptions = (connection: Connection) => ({
+    type: "subscriptions",
+    channels: CHANNELS.filter((c) => connection.subscribed[c].size > 0).map((name) => ({ name, product_ids: [...connection.subscribed[name]] }))
+  })
+  const productsOf = (connection: Connection) => new Set(CHANNELS.flatMap((c) => [...connection.subscribed[c]]))
+
+  const subscribe = (connection: Connection, wanted: Map<Channel, Array<string>>) => {
+    for (const [channel, ids] of wanted) {
+      if (ids.length === 0) return error(connection, "Failed to subscribe", `You need to specify at least one product ID for channel ${channel}`)
+      const invalid = ids.find((id) => emulatedProductById.get(id)?.status !== "online")
+      if (invalid !== undefined) return error(connection, "Failed to subscribe", `${invalid} is not a valid product`)
+    }
+    const after = productsOf(connection)
+    for (const ids of wanted.values()) for (const id of ids) after.add(id)
+    if (after.size > maxProducts) {
+      return error(connection, "Failed to subscribe", `too many products: at most ${maxProducts} per connection`)
+    }
+    const newTickers: Array<string> = []
+    for (const [channel, ids] of wanted) {
+      for (const id of ids) {
+        if (channel === "ticker" && !connection.subscribed.ticker.has(id)) newTickers.push(id)
+        connection.subscribed[channel].add(id)
+      }
+    }
+    clearTimeout(connection.deadline)
+    connection.deadline = undefined
+    send(connection, subscriptions(connection))
+    // As Coinbase does, a new ticker subscription gets the product's last ticker at once.
+    for (const id of newTickers) {
+      const last = markets.get(id)?.lastTicker ?? trade(id)
+      if (last !== undefined && mode !== "silent") {
+        send(connection, last)
+        counts.ticks++
+        countFor(id).ticks++
+      }
+    }
+  }
+
+  const unsubscribe = (connection: Connection, wanted: Map<Channel, Array<string>>) => {
+    // Without product ids, the whole channel.
+    for (const [channel, ids] of wanted) {
+      if (ids.length === 0) connection.subscribed[channel].clear()
+      else for (const id of ids) connection.subscribed[channel].delete(id)
+    }
+    send(connection, subscriptions(connection))
+  }
+
+  const onMessage = (connection: Connection, text: string) => {
+    let message: unknown
+    try {
+      message = JSON.parse(text)
+    } catch {
+      return error(connection, "Malformed JSON")
+    }
+    const body = typeof message === "object" && message !== null ? (message as Record<string, unknown>) : {}
+    if (body.type !== "subscribe" && body.type !== "unsubscribe") {
+      return error(connection, "Failed to subscribe", "Type has to be either subscribe or unsubscribe")
+    }
+    if (body.type === "subscribe") counts.subscribes++
+    else counts.unsubscribes++
+    const wanted = parseRequest(body)
+    if (typeof wanted === "string") return error(connection, body.type === "subscribe" ? "Failed to subscribe" : "Failed to unsubscribe", wanted)
+    return body.type === "subscribe" ? subscribe(connection, wanted) : unsubscribe(connection, wanted)
+  }
+
+  const armDeadline = (connection: Connection) => {
+    connection.deadline = setTimeout(() => {
+      // A silent feed closes nothing: the deadline waits for it to speak again.
+      if (mode === "silent") return armDeadline(connection)
+      connection.peer.close(1008, "no subscribe message within the deadline")
+    }, deadlineMs)
+    connection.deadline.unref()
+  }
+
+  const tick = () => {
+    if (mode === "silent") return
+    const wanted = new Set([...connections].flatMap((c) => [...c.subscribed.ticker]))
+    for (const id of wanted) {
+      const message = trade(id)
+      if (message === undefined) continue
+      for (const connection of connections) {
+        if (!connection.subscribed.ticker.has(id) || !connection.peer.isOpen()) continue
+        connection.peer.send(message)
+        counts.ticks++
+        countFor(id).ticks++
+      }
+    }
+  }
+
+  const heartbeat = () => {
+    if (mode === "silent") return
+    const time = coinbaseTime(now())
+    for (const connection of connections) {
+      if (!connection.peer.isOpen()) continue
+      for (const id of connection.subscribed.heartbeat) {
+        const m = market(id)
+        connection.peer.send(JSON.stringify({ type: "heartbeat", last_trade_id: m.tradeId, product_id: id, sequence: m.sequence, time }))
+        counts.heartbeats++
+        countFor(id).heartbeats++
+      }
+    }
+  }
+
+  const startTimers = () => {
+    if (timers.length > 0) return
+    timers = [setInterval(tick, tickEveryMs), setInterval(heartbeat, heartbeatEveryMs)]
+    for (const timer of timers) timer.unref()
+  }
+  const stopTimers = () => {
+    for (const timer of timers) clearInterval(timer)
+    timers = []
+  }
+
+  const handleUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const path = new URL(req.url ?? "/", "http://emulator.invalid").pathname
+    const refuse = (status: number, reason: string, message: string, headers?: Record<string, string>) => {
+      counts.refused++
+      refuseUpgrade(socket, status, reason, { message }, headers)
+    }
+    if (path !== COINBASE_FEED_PATH) return refuse(404, "Not Found", "NotFound")
+    const problem = upgradeProblem(req)
+    if (problem !== undefined) return refuse(problem[0], problem[1], "not a WebSocket upgrade", problem[0] === 426 ? { "sec-websocket-version": "13" } : {})
+    if (mode === "refuse") return refuse(503, "Service Unavailable", "Service Unavailable")
+    if (connections.size >= maxConnections) return refuse(429, "Too Many Requests", "Too many connections")
+    counts.accepted++
+    const connection: Connection = {
+      subscribed: { ticker: new Set(), heartbeat: new Set() },
+      deadline: undefined,
+      peer: acceptUpgrade(req, socket, head, {
+        onMessage: (text) => onMessage(connection, text),
+        onClose: () => {
+          clearTimeout(connection.deadline)
+          connections.delete(connection)
+          if (connections.size === 0) stopTimers()
+        },
+        answerPings: () => mode !== "silent"
+      }, MAX_MESSAGE_BYTES)
+    }
+    connections.add(connection)
+    armDeadline(connection)
+    startTimers()
+  }
+
+  const stats = (): CoinbaseFeedStats => {
+    const products: Record<string, CoinbaseFeedProductStats> = {}
+    const subscribers = new Map<string, number>()
+    for (const connection of connections) for (const id of productsOf(connection)) subscribers.set(id, (subscribers.get(id) ?? 0) + 1)
+    for (const id of [...new Set([...byProduct.keys(), ...subscribers.keys()])].sort()) {
+      const entry = byProduct.get(id) ?? { ticks: 0, heartbeats: 0 }
+      products[id] = { ticks: entry.ticks, heartbeats: entry.heartbeats, subscribers: subscribers.get(id) ?? 0 }
+    }
+    return { mode, connections: connections.size, ...counts, byProduct: products }
+  }
+
+  return {
+    handleUpgrade,
+    setMode: (next) => {
+      if (!coinbaseFeedModes.includes(next)) throw new Error(`unknown feed mode ${String(next)}`)
+      if (next !== "disconnect") mode = next
+      else for (const connection of connections) connection.peer.close(1001, "going away")
+    },
+    resetStats: () => {
+      counts = zero()
+      byProduct = new Map()
+    },
+    stats,
+    close: () => {
+      stopTimers()
+      for (const connection of connections) {
+        clearTimeout(connection.deadline)
+        connection.peer.destroy()
+      }
+    }
+  }
+}
