@@ -1,6 +1,7 @@
 /**
  * Reading Coinbase's answers (no I/O): prices as decimal strings only, error bodies, an HTML 404 told
- * apart from a missing product; and the candle arithmetic: 300-day windows, off-midnight stamps refused.
+ * apart from a missing product; candles with prices that are not positive refused; and the candle
+ * arithmetic: 300-day windows, off-midnight stamps refused.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -34,6 +35,18 @@ describe("reading Coinbase's answers", () => {
       assert.strictEqual((yield* read(200, "[[1,2,3,4,\"5\",6]]", decodeCandles)).kind, "invalid-response")
       assert.strictEqual((yield* read(200, "[[1,2,3,4,5]]", decodeCandles)).kind, "invalid-response")
       assert.strictEqual((yield* read(200, "[{\"id\":\"BTC-USD\",\"status\":\"online\"}]", decodeProducts)).kind, "invalid-response")
+    }))
+
+  it.effect("a candle's prices must be positive and its volume zero or more, as a ticker's price: else the answer is invalid", () =>
+    Effect.gen(function*() {
+      const good = [1_795_132_800, 1, 3, 2, 2.5, 10]
+      for (const [at, value] of [[1, 0], [2, -3], [3, 0], [4, -0.5], [5, -1]] as const) {
+        const candle = good.map((v, i) => (i === at ? value : v))
+        const outcome = yield* Effect.result(interpret("candles", { status: 200, body: JSON.stringify([good, candle]) }, decodeCandles))
+        assert.strictEqual(outcome._tag === "Failure" ? outcome.failure.kind : "accepted", "invalid-response", JSON.stringify(candle))
+      }
+      const quiet = [1_795_132_800, 1, 3, 2, 2.5, 0] as const
+      assert.deepStrictEqual(yield* interpret("candles", { status: 200, body: JSON.stringify([quiet]) }, decodeCandles), [quiet])
     }))
 
   it.effect("statuses: 404 {message} is not-found, an HTML 404 a rejected request, 5xx transient, 429 rate-limited", () =>
