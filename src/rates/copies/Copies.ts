@@ -5,7 +5,8 @@
  *   - fresh, due, grace and expired copies (entry.ts), each holder deciding a value's timing;
  *   - single flight: concurrent readers of a key share one fetch; a fetch serves several keys at once
  *     (one `/coins/markets` call for every cold coin), and a key already being fetched is waited for;
- *   - stale-if-error: when a fetch fails, the last good copy (kept `lastGoodMs`), marked stale;
+ *   - stale-if-error: when a fetch fails, or brings what the holder refuses (`accept`: a suspect list),
+ *     the last good copy (kept `lastGoodMs`), marked stale;
  *   - negative results ("no such coin"): kept apart in the store, fresh for their time, never stale;
  *   - background refreshes of what is due, one per group, paid by nobody's request, backing off after
  *     a failure (doubling from `retryMs` up to an hour, or the source's own Retry-After when longer);
@@ -54,6 +55,11 @@ export interface CopiesOptions<K, A, I = unknown> {
   readonly refreshSpreadMs?: number | undefined
   /** A failed background fetch is a warning (the lists), else a debug line. */
   readonly warnOnFailure?: boolean | undefined
+  /**
+   * Whether a fetched value may replace the copy held (undefined: none held); a string says why not. A
+   * refused value fails its fetch, `invalid-response`: nothing of it is stored, the held copy serves on.
+   */
+  readonly accept?: ((fresh: A, held: A | undefined) => true | string) | undefined
 }
 
 /** What `getAll` gathered: the copies served, and the failures behind those missing or stale. */
@@ -131,16 +137,22 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         const out = new Map<string, Entry<A>>()
+        const held = new Map<string, A>()
         for (const key of keys) {
-          const held = yield* read(key)
-          if (Option.isSome(held) && freshnessOf(held.value, now) === "fresh") out.set(keyOf(key), held.value)
+          const found = yield* read(key)
+          if (Option.isSome(found)) held.set(keyOf(key), found.value.value)
+          if (Option.isSome(found) && freshnessOf(found.value, now) === "fresh") out.set(keyOf(key), found.value)
         }
         if (out.size === keys.length) return out
         out.clear()
-        const fetched = yield* options.fetch(keys, charge)
+        const fetched = (yield* options.fetch(keys, charge)).map(([key, raw]) => [key, deepFreeze(raw)] as const)
+        for (const [key, value] of fetched) {
+          const verdict = options.accept?.(value, held.get(keyOf(key))) ?? true
+          if (verdict === true) continue
+          return yield* Effect.fail(new SourceError({ source: options.source, kind: "invalid-response", detail: `${options.name} refused: ${verdict}`, retryAfterSeconds: 0 }))
+        }
         const storedAt = yield* Clock.currentTimeMillis
-        for (const [key, raw] of fetched) {
-          const value = deepFreeze(raw)
+        for (const [key, value] of fetched) {
           const entry = entryAt(value, storedAt, options.timing(value, storedAt))
           yield* write(key, entry)
           out.set(keyOf(key), entry)
