@@ -1,8 +1,8 @@
 /**
  * The month's credits as the service keeps them (src/rates/credits/MonthlyBudget.ts): in a DurableCell
  * that outlives the process (files under DATA_DIR) or is shared by every instance (Redis), so that neither
- * a restart nor a second instance adds credits; a store outage never stops the answers; one log line when
- * the pace holds a refresh back; the credits in the metrics.
+ * a restart nor a second instance adds credits (on files too: two processes on one DATA_DIR); a store
+ * outage never stops the answers; one log line when the pace holds a refresh back; the credits in the metrics.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -58,6 +58,22 @@ describe("the month's credits kept in files under DATA_DIR", () => {
       assert.strictEqual(yield* spendAll(second, "cold"), 10)
       const snapshot = yield* second.snapshot
       assert.strictEqual(snapshot.state.spent, 160)
+    }))
+
+  it.live("two processes on one directory (each its own cell and lock, as a rolling deploy has) spend one reserve at most", () =>
+    Effect.gen(function*() {
+      const dir = freshDir()
+      // Plan 1,000: a reserve of 20, of which 15 cold.
+      const plan = planFor(1_000)
+      const a = yield* makeMonthlyBudget(plan, yield* makeFileCell(dir))
+      const b = yield* makeMonthlyBudget(plan, yield* makeFileCell(dir))
+      const outcomes = yield* Effect.all(
+        Array.from({ length: 80 }, (_, i) => Effect.result((i % 2 === 0 ? a : b).spend("cold"))),
+        { concurrency: 8 }
+      )
+      const granted = outcomes.filter((o) => o._tag === "Success").length
+      assert.isAtMost(granted, 15, "credits granted by the two processes together")
+      assert.strictEqual((yield* a.snapshot).state.spent, granted, "the ledger counts every credit granted")
     }))
 
   it.effect("a ledger file that is not one starts empty, not full", () =>
