@@ -23,6 +23,7 @@ import { OAuth } from "./oauth/OAuth.ts"
 import { AccessLog } from "./observability/AccessLog.ts"
 import { MetricsServer } from "./observability/metrics.ts"
 import * as DurableCells from "./platform/durableCell/layer.ts"
+import { sweepTempFiles } from "./platform/files.ts"
 import { RatesAnswerMemo } from "./rates/answerMemo.ts"
 import { DailyHistory } from "./rates/history/DailyHistory.ts"
 import * as Rates from "./rates/layer.ts"
@@ -52,8 +53,23 @@ const Stateful = Layer.unwrap(
       ))))
 )
 
+/** A temp file older than this under DATA_DIR is no write in progress (they take milliseconds). */
+const TEMP_FILE_AGE_MS = 60_000
+
+/**
+ * Once at start-up, the temp files that interrupted writes left anywhere under DATA_DIR (state/,
+ * rates-history/, oauth/, ...) are removed; never a reason not to start.
+ */
+const SweptDataDir = Layer.effectDiscard(
+  Effect.flatMap(AppConfig, ({ dataDir }) => sweepTempFiles(dataDir, TEMP_FILE_AGE_MS)).pipe(
+    Effect.flatMap((removed) =>
+      removed === 0 ? Effect.void : Effect.logInfo(`start-up: removed ${removed} temporary files left under DATA_DIR by interrupted writes`)),
+    Effect.catchTag("FileError", (error) => Effect.logWarning("start-up: could not sweep DATA_DIR's temporary files", error.message))
+  )
+)
+
 /** Every live service the application needs, from configuration (the process environment by default). */
-const LiveServices = Layer.mergeAll(Stateful, Newsletters.layer).pipe(
+const LiveServices = Layer.mergeAll(Stateful, Newsletters.layer, SweptDataDir).pipe(
   Layer.provide(NodeHttpClient.layerUndici),
   Layer.provideMerge(AccessLog.stdout),
   Layer.provideMerge(AppConfig.layer)

@@ -1,12 +1,13 @@
 /**
  * Small file primitives for state under DATA_DIR that a server and an operator CLI share: atomic replace
- * (temp file + rename, so a reader never sees half a file), an advisory lock file (so two CLI runs cannot
- * lose each other's update), and a cheap change signature for hot reload.
+ * (temp file + rename, so a reader never sees half a file), an advisory lock file (so two processes, CLI
+ * runs or instances on one volume, cannot lose each other's update), a cheap change signature for hot
+ * reload, and the sweep of temp files that a crash between write and rename left behind.
  */
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
-import { Data, Effect } from "effect"
+import { Clock, Data, Effect } from "effect"
 
 /** A state file could not be read, parsed or written. Names the file; never holds its content. */
 export class FileError extends Data.TaggedError("FileError")<{
@@ -81,6 +82,9 @@ export const fileSignature = (file: string): Effect.Effect<string | undefined, F
       throw e
     }
   })
+
+/** writeFileAtomic's temp files: `<name>.<pid>.<12 hex digits>.tmp`. */
+const TEMP_FILE = /^.+\.\d+\.[0-9a-f]{12}\.tmp$/
 
 /** Replaces `file` atomically: write a temp file beside it with `mode`, fsync, rename over. */
 export const writeFileAtomic = (file: string, text: string, mode: number): Effect.Effect<void, FileError> =>
@@ -169,3 +173,49 @@ export const readOrCreate = (
           return { text, created: true }
         })
       ))
+
+/** Folders below the swept one looked into, at most (DATA_DIR's deepest is rates-history/<source>/<currency>/). */
+const SWEEP_DEPTH = 8
+
+/**
+ * Removes writeFileAtomic's temp files (TEMP_FILE) last changed more than `olderThanMs` ago, in `dir` and
+ * the folders below it: a process killed between writing one and renaming it leaves it behind, and a
+ * write in progress is younger than that. Symbolic links are neither followed nor removed, so nothing
+ * outside `dir` is touched. How many were removed; none when `dir` does not exist or is not a folder.
+ */
+export const sweepTempFiles = (dir: string, olderThanMs: number): Effect.Effect<number, FileError> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    attempt(dir, async () => {
+      let removed = 0
+      const gone = (e: unknown) => (e as NodeJS.ErrnoException).code === "ENOENT"
+      const visit = async (folder: string, depth: number): Promise<void> => {
+        let entries
+        try {
+          entries = await fs.readdir(folder, { withFileTypes: true })
+        } catch (e) {
+          // Removed meanwhile, or DATA_DIR not (yet) a folder: whoever uses it reports that.
+          if (gone(e) || (depth === 0 && (e as NodeJS.ErrnoException).code === "ENOTDIR")) return
+          throw e
+        }
+        for (const entry of entries) {
+          const full = path.join(folder, entry.name)
+          // Dirent types are lstat's: a link to a folder or file is neither.
+          if (entry.isDirectory()) {
+            if (depth < SWEEP_DEPTH) await visit(full, depth + 1)
+            continue
+          }
+          if (!entry.isFile() || !TEMP_FILE.test(entry.name)) continue
+          try {
+            const stat = await fs.lstat(full)
+            if (!stat.isFile() || now - stat.mtimeMs <= olderThanMs) continue
+            await fs.unlink(full)
+            removed++
+          } catch (e) {
+            // Another instance starting on the same volume swept it first.
+            if (!gone(e)) throw e
+          }
+        }
+      }
+      await visit(dir, 0)
+      return removed
+    }))

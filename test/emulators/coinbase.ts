@@ -7,7 +7,7 @@
  *   "ws":"ws://127.0.0.1:4102/ws-feed"}
  *
  * API (keyless, at the root like api.exchange.coinbase.com):
- *   GET /products                      every product (online, delisted, trading disabled)
+ *   GET /products                      every product (online, delisted, trading disabled), or those set listed
  *   GET /products/{id}/candles         ?granularity=60|300|900|3600|21600|86400&start&end (ISO 8601 or
  *                                      epoch seconds; without both, the 300 buckets ending now):
  *                                      [[time_s, low, high, open, close, volume], …] newest first; more
@@ -16,6 +16,7 @@
  *   GET /products/{id}/ticker          {price, time, bid, ask, volume, trade_id, size}, prices as strings
  *   GET /products/{id}/stats           {open, high, low, last, volume, volume_30day}, strings
  *   unknown product or path            404 {"message":"NotFound"}
+ * Every API answer has a `Date` header from the emulator's clock (frozen or real), as Coinbase's own.
  * Public limit: 10 requests/s per address, bursts to 15 (a token bucket), then 429
  * {"message":"Public rate limit exceeded"}. Errors are `{"message": …}`. Prices: coinbase-data.ts.
  * WebSocket feed (wss://ws-feed.exchange.coinbase.com) at ws://…/ws-feed (`wsUrl`), protocol in coinbase-feed.ts:
@@ -26,7 +27,7 @@
  * Control (not rate-limited):
  *   POST /__control  {"mode": "none"|"5xx"|"429"|"hang"|"reset"|"truncated"|"wrong-shape",
  *                     "paths"?: ["/products/BTC-USD", "/products$" (exactly)], "times"?: n, "status"?: 5xx,
- *                     "latency"?: {"/products": ms}, "now"?: ISO | null, "resetStats"?: true,
+ *                     "latency"?: {"/products": ms}, "now"?: ISO | null, "resetStats"?: true, "listed"?: [ids] | null,
  *                     "rateLimit"?: false | true (on again: every address starts with a full bucket),
  *                     "feed"?: "normal"|"disconnect" (close all now)|"refuse" (upgrades 503)|"silent" (send nothing)}
  *   GET  /__stats    {"total": n, "byPath": {"/products/BTC-USD/candles": n, …}, "byStatus": {"200": n, "429": n},
@@ -79,6 +80,8 @@ export interface CoinbaseEmulator {
   setNow(epochMs: number | undefined): void
   /** Turn the public rate limit on (every address starts again with a full bucket) or off; on by default. */
   setRateLimit(on: boolean): void
+  /** `/products` lists only these ids (`[]`: none, as a faulty Coinbase might), or every product (undefined). */
+  setListed(ids: ReadonlyArray<string> | undefined): void
   resetStats(): void
   stats(): CoinbaseEmulatorStats
   close(): Promise<void>
@@ -150,8 +153,8 @@ const candles = (id: string, query: URLSearchParams, now: number): Answer => {
 }
 
 /** The API itself, faults and limits aside. */
-const answer = (path: string, query: URLSearchParams, now: number): Answer => {
-  if (path === "/products") return { status: 200, body: emulatedProducts.map((p) => coinbaseProductRow(p.id)) }
+const answer = (path: string, query: URLSearchParams, now: number, listed: ReadonlySet<string> | undefined): Answer => {
+  if (path === "/products") return { status: 200, body: emulatedProducts.filter((p) => listed?.has(p.id) ?? true).map((p) => coinbaseProductRow(p.id)) }
   const match = /^\/products\/([^/]+)\/(candles|ticker|stats)$/.exec(path)
   if (match === null) return NOT_FOUND
   const id = decodeURIComponent(match[1]!).toUpperCase()
@@ -191,6 +194,7 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
   let faultsLeft: number | undefined
   let frozenNow = options.now
   let rateLimited = options.rateLimit ?? true
+  let listed: ReadonlySet<string> | undefined
   const latency = new Map<string, number>()
   const buckets = new Map<string, { tokens: number; at: number }>()
   let byPath: Record<string, number> = {}
@@ -268,6 +272,7 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
       if (body.now !== undefined) frozenNow = body.now === null ? undefined : Date.parse(String(body.now))
       if (body.resetStats === true) resetStats()
       if (typeof body.rateLimit === "boolean") setRateLimit(body.rateLimit)
+      if (body.listed !== undefined) listed = body.listed === null ? undefined : new Set(body.listed as Array<string>)
       if (body.feed !== undefined) feed.setMode(body.feed as CoinbaseFeedMode)
     } catch (error) {
       return sendJson(res, 400, { message: String(error) })
@@ -281,6 +286,7 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
     byPath[path] = (byPath[path] ?? 0) + 1
     inFlight++
     maxInFlight = Math.max(maxInFlight, inFlight)
+    res.setHeader("date", new Date(now()).toUTCString())
     let status = 0
     res.on("close", () => {
       inFlight--
@@ -309,7 +315,7 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
       default:
         break
     }
-    const result = answer(path, query, now())
+    const result = answer(path, query, now(), listed)
     if (active?.mode === "truncated" && result.status === 200) {
       const text = JSON.stringify(result.body)
       status = 200
@@ -348,6 +354,7 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
           frozenNow = epochMs
         },
         setRateLimit,
+        setListed: (ids) => void (listed = ids === undefined ? undefined : new Set(ids)),
         resetStats,
         stats,
         close: () =>

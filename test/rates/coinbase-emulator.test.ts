@@ -132,6 +132,20 @@ describe("the Coinbase emulator's public market data", () => {
     expect(stats).toMatchObject({ total: 3, byPath: { "/products/BTC-USD/ticker": 2, "/products": 1 }, byStatus: { "503": 1, "200": 2 } })
   })
 
+  it("dates its answers by its own clock, as Coinbase does; lists only the products set listed", async () => {
+    const response = await fetch(`${emulator.url}/products/BTC-USD/candles?granularity=86400`)
+    expect(response.headers.get("date")).toBe(new Date(EMULATOR_NOW).toUTCString())
+    emulator.setListed(["BTC-USD", "ETH-EUR"])
+    try {
+      expect((await get("/products")).body.map((p: any) => p.id)).toEqual(["BTC-USD", "ETH-EUR"])
+      emulator.setListed([])
+      expect((await get("/products")).body).toEqual([])
+    } finally {
+      emulator.setListed(undefined)
+    }
+    expect((await get("/products")).body.length).toBeGreaterThan(40)
+  })
+
   it("runs on its own: one JSON line with its URL and control URL", async () => {
     const child = spawn(process.execPath, ["test/emulators/coinbase.ts", "--port", "0", "--now", iso(EMULATOR_NOW)], { stdio: ["ignore", "pipe", "inherit"] })
     try {

@@ -1,12 +1,13 @@
 /**
  * Start-up failures as an operator meets them (issue 15, C9): each is one message on stderr naming
  * what to fix, no stack trace, exit 1, within seconds. Redis away at start-up is not a failure: the
- * service starts without it, says so, and uses it once it answers.
+ * service starts without it, says so, and uses it once it answers. What interrupted writes left under
+ * DATA_DIR is swept at start-up.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { chmodSync, writeFileSync } from "node:fs"
+import { chmodSync, existsSync, mkdirSync, utimesSync, writeFileSync } from "node:fs"
 import { createServer, type Server } from "node:net"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { redisCommand, startRedis } from "../support/redis.ts"
 import { freePort, type ServiceProcess, spawnService, tempDataDir, unprivileged, unprivilegedCanRunNode } from "../support/spawn.ts"
@@ -143,4 +144,27 @@ describe("Redis away at start-up", () => {
     await expect.poll(() => redisCommand(port, "KEYS", "late:ratelimit:subscribe:*"), { timeout: 10_000, interval: 200 }).toMatch(/^\*1\r\n/)
     expect(service.child.exitCode).toBeNull()
   }, 45_000)
+})
+
+describe("temp files that interrupted writes left under DATA_DIR", () => {
+  it("are removed at start-up when older than a minute, with one line saying how many", async () => {
+    const dataDir = tempDataDir()
+    const at = (file: string, ageMs: number) => {
+      mkdirSync(dirname(file), { recursive: true })
+      writeFileSync(file, "half written")
+      const when = new Date(Date.now() - ageMs)
+      utimesSync(file, when, when)
+      return file
+    }
+    const left = [
+      at(join(dataDir, "state", "coingecko-credits.json.4242.0123456789ab.tmp"), 120_000),
+      at(join(dataDir, "rates-history", "coingecko", "usd", "bitcoin.json.4242.a1b2c3d4e5f6.tmp"), 120_000)
+    ]
+    const recent = at(join(dataDir, "state", "other.json.4243.0123456789ab.tmp"), 5_000)
+    const service = await spawnService({ DATA_DIR: dataDir })
+    running.push(service)
+    for (const file of left) expect(existsSync(file), file).toBe(false)
+    expect(existsSync(recent)).toBe(true)
+    expect(service.output().match(/removed \d+ temporary files/g)).toEqual(["removed 2 temporary files"])
+  })
 })

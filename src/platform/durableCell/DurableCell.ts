@@ -3,7 +3,7 @@
  * store: read it, then replace it only if nobody changed it since (compare-and-set). Callers keep
  * their rules in TypeScript and retry on a lost race, so each store needs only a get and a CAS.
  *
- * Implementations: memory.ts (tests, one process), file.ts (under DATA_DIR, one instance),
+ * Implementations: memory.ts (tests, one process), file.ts (under DATA_DIR, processes sharing it),
  * redis.ts (REDIS_URL), postgres.ts (DATABASE_URL); layer.ts chooses from the configuration.
  */
 import { Context, Data, type Effect } from "effect"

@@ -1,11 +1,14 @@
 /**
- * DurableCell as files under a directory (DATA_DIR/state/<name>.json): one instance per directory, so a
- * lock within the process is enough; each write replaces the file atomically (temp file + rename), so a
- * crash leaves the old value or the new one, never half of one.
+ * DurableCell as files under a directory (DATA_DIR/state/<name>.json). Several processes may share the
+ * directory (a rolling deploy, replicas on one volume), so the compare-and-set runs under the cell
+ * file's lock file (files.ts `withFileLock`), which holds across processes; a semaphore in front of it
+ * queues this process's own callers, so that they wait on it rather than poll the lock file. Each write
+ * replaces the file atomically (temp file + rename), so a crash leaves the old value or the new one,
+ * never half of one.
  */
 import * as path from "node:path"
 import { Clock, Effect, Layer, Semaphore } from "effect"
-import { readTextIfExists, writeFileAtomic } from "../files.ts"
+import { readTextIfExists, withFileLock, writeFileAtomic } from "../files.ts"
 import { DurableCell, DurableCellError, type DurableCellShape } from "./DurableCell.ts"
 
 const fileName = (name: string) => `${encodeURIComponent(name)}.json`
@@ -22,11 +25,14 @@ export const makeFileCell = (directory: string): Effect.Effect<DurableCellShape>
       now: Clock.currentTimeMillis,
       get,
       compareAndSet: (name, expected, next) =>
-        lock.withPermit(Effect.gen(function*() {
-          if ((yield* get(name)) !== expected) return false
-          yield* writeFileAtomic(fileOf(name), next, 0o600).pipe(Effect.mapError(fail))
-          return true
-        }))
+        lock.withPermit(withFileLock(
+          fileOf(name),
+          Effect.gen(function*() {
+            if ((yield* get(name)) !== expected) return false
+            yield* writeFileAtomic(fileOf(name), next, 0o600).pipe(Effect.mapError(fail))
+            return true
+          })
+        ).pipe(Effect.mapError((error) => error._tag === "FileError" ? fail(error) : error)))
     }
   })
 

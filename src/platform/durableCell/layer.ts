@@ -1,7 +1,7 @@
 /**
  * Which DurableCell the configuration asks for: PostgreSQL with DATABASE_URL (durable, shared by every
- * instance); else Redis when configured (REDIS_URL: shared); else files under DATA_DIR/state (one
- * instance; survives restarts).
+ * instance); else Redis when configured (REDIS_URL: shared); else files under DATA_DIR/state (shared by
+ * the processes on that directory, under a lock file; survives restarts).
  */
 import * as path from "node:path"
 import { Effect, Layer } from "effect"

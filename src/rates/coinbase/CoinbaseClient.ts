@@ -7,6 +7,7 @@
  * permit → a token of the 10-a-second bucket (waited for, never a burst past it) → HTTP with a timeout.
  * The token is taken inside the permit so that calls released together by the permits cannot burst.
  * The product list gets one attempt and stays outside the breaker: its outage never refuses data calls.
+ * Candles come with Coinbase's clock (its `Date` header): which days are closed is judged by it, not ours.
  * What these calls answer is held by the adapter (secondSource.ts, products.ts), not here.
  */
 import { Context, Duration, Effect, Layer, Semaphore } from "effect"
@@ -14,10 +15,10 @@ import { HttpClient, HttpClientRequest } from "effect/http"
 import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
 import { startOfDay } from "../dailySeries.ts"
 import { failWithFor, type SourceError } from "../upstream.ts"
-import { type Decoder, guardedCall, interpretResponse, layerGuardStoresMemory, layerGuardStoresRedis, makeCoolDown, sendOnce } from "../upstreamCall.ts"
-import { DAILY_GRANULARITY_S, type DailyClose, dailyCloses, dayWindows } from "./candles.ts"
+import { type Decoder, guardedCall, interpretResponse, layerGuardStoresMemory, layerGuardStoresRedis, makeCoolDown, type RawResponse, sendOnce } from "../upstreamCall.ts"
+import { coinbaseNow, DAILY_GRANULARITY_S, type DailyClose, dailyCloses, dayWindows } from "./candles.ts"
 import { CoinbaseConfig } from "./CoinbaseConfig.ts"
-import { type CoinbaseProduct, decodeCandles, decodeProducts, decodeStats, decodeTicker, errorMessage, type Stats, type Ticker } from "./responses.ts"
+import { type Candle, type CoinbaseProduct, decodeCandles, decodeProducts, decodeStats, decodeTicker, errorMessage, type Stats, type Ticker } from "./responses.ts"
 
 export type { CoinbaseProduct, Stats } from "./responses.ts"
 
@@ -26,9 +27,11 @@ export interface CoinbaseClientShape {
   readonly products: Effect.Effect<ReadonlyArray<CoinbaseProduct>, SourceError>
   /**
    * Daily closes of a product from `fromDay` to `toDay` (epoch ms, 00:00 UTC, both included), oldest
-   * first, one call per 300 days; days without trades are missing. Unknown product: kind not-found.
+   * first, one call per 300 days; days without trades are missing, today's (still moving) is there.
+   * `asOf`: Coinbase's time when it answered (candles.ts `coinbaseNow`), which says which days are
+   * closed. Unknown product: kind not-found.
    */
-  readonly dailyCandles: (productId: string, fromDay: number, toDay: number) => Effect.Effect<ReadonlyArray<DailyClose>, SourceError>
+  readonly dailyCandles: (productId: string, fromDay: number, toDay: number) => Effect.Effect<{ readonly closes: ReadonlyArray<DailyClose>; readonly asOf: number }, SourceError>
   /** The last trade: its price and when it happened. */
   readonly ticker: (productId: string) => Effect.Effect<Ticker, SourceError>
   /** The 24-hour open and the last price (for the 24 h change). */
@@ -59,6 +62,15 @@ export class CoinbaseClient extends Context.Service<CoinbaseClient, CoinbaseClie
 const BUCKET_KEY = "coinbase:calls"
 const fail = failWithFor("coinbase")
 
+/** How an attempt reads the answer it got (`what` names the call in errors). */
+type Read<A> = (what: string, raw: RawResponse) => Effect.Effect<A, SourceError>
+
+/** Coinbase's clock from its `Date` header (whole seconds), when it sent a readable one. */
+const dateOf = (raw: RawResponse): ReadonlyArray<number> => {
+  const at = Date.parse(raw.headers["date"] ?? "")
+  return Number.isFinite(at) ? [at] : []
+}
+
 const makeCoinbaseClient = Effect.gen(function*() {
   const config = yield* CoinbaseConfig
   const http = yield* HttpClient.HttpClient
@@ -86,18 +98,24 @@ const makeCoinbaseClient = Effect.gen(function*() {
   const requestFor = (path: string, params: Record<string, string>) =>
     HttpClientRequest.get(`${config.baseUrl}${path}`).pipe(HttpClientRequest.setUrlParams(params), HttpClientRequest.acceptJson)
 
+  /** An answer's body, read with `decode`. */
+  const body = <A>(decode: Decoder<A>): Read<A> => (what, raw) => interpretResponse(reading, what, raw, decode)
+  /** Candles, and Coinbase's clock when it sent them. */
+  const candlesAndDate: Read<{ readonly candles: ReadonlyArray<Candle>; readonly dates: ReadonlyArray<number> }> = (what, raw) =>
+    Effect.map(body(decodeCandles)(what, raw), (candles) => ({ candles, dates: dateOf(raw) }))
+
   /** One attempt: cool-down, permit, token, HTTP; a 429 starts the cool-down. */
-  const attempt = <A>(what: string, request: HttpClientRequest.HttpClientRequest, decode: Decoder<A>, timeoutMs: number) =>
+  const attempt = <A>(what: string, request: HttpClientRequest.HttpClientRequest, read: Read<A>, timeoutMs: number) =>
     coolDown.check.pipe(Effect.andThen(permits.withPermit(Effect.andThen(
       token,
       sendOnce(http, "coinbase", what, request, timeoutMs).pipe(
-        Effect.flatMap((raw) => interpretResponse(reading, what, raw, decode)),
+        Effect.flatMap((raw) => read(what, raw)),
         Effect.tapError(coolDown.note)
       )
     ))))
 
-  const dataCall = <A>(what: string, path: string, params: Record<string, string>, decode: Decoder<A>): Effect.Effect<A, SourceError> =>
-    Effect.suspend(() => guardedCall("coinbase", breaker, config, what, attempt(what, requestFor(path, params), decode, config.attemptTimeoutMs))).pipe(
+  const dataCall = <A>(what: string, path: string, params: Record<string, string>, read: Read<A>): Effect.Effect<A, SourceError> =>
+    Effect.suspend(() => guardedCall("coinbase", breaker, config, what, attempt(what, requestFor(path, params), read, config.attemptTimeoutMs))).pipe(
       Effect.withSpan("coinbase.call", { attributes: { what } })
     )
 
@@ -106,26 +124,28 @@ const makeCoinbaseClient = Effect.gen(function*() {
   const dailyCandles = (productId: string, fromDay: number, toDay: number) =>
     Effect.gen(function*() {
       const windows = dayWindows(startOfDay(fromDay), startOfDay(toDay))
+      const what = `daily candles of ${productId}`
       const parts = yield* Effect.forEach(windows, ([start, end]) =>
-        dataCall(`daily candles of ${productId}`, `${productPath(productId)}/candles`, {
+        dataCall(what, `${productPath(productId)}/candles`, {
           granularity: String(DAILY_GRANULARITY_S),
           start: new Date(start).toISOString(),
           end: new Date(end).toISOString()
-        }, decodeCandles), { concurrency: "unbounded" })
-      const { closes, offMidnight } = dailyCloses(parts.flat(), startOfDay(fromDay), startOfDay(toDay))
+        }, candlesAndDate), { concurrency: "unbounded" })
+      const candles = parts.flatMap((part) => part.candles)
+      const { closes, offMidnight } = dailyCloses(candles, startOfDay(fromDay), startOfDay(toDay))
       if (offMidnight !== undefined) {
-        return yield* fail("invalid-response", `daily candles of ${productId}: a candle at ${new Date(offMidnight).toISOString()}, not 00:00 UTC`)
+        return yield* fail("invalid-response", `${what}: a candle at ${new Date(offMidnight).toISOString()}, not 00:00 UTC`)
       }
-      return closes
+      return { closes, asOf: coinbaseNow(parts.flatMap((part) => part.dates), candles) }
     })
 
   return CoinbaseClient.of({
     // Large (hundreds of products): more time for its one attempt.
-    products: attempt("product list", requestFor("/products", {}), decodeProducts, config.attemptTimeoutMs * 3).pipe(
+    products: attempt("product list", requestFor("/products", {}), body(decodeProducts), config.attemptTimeoutMs * 3).pipe(
       Effect.withSpan("coinbase.call", { attributes: { what: "product list" } })
     ),
     dailyCandles,
-    ticker: (productId) => dataCall(`ticker of ${productId}`, `${productPath(productId)}/ticker`, {}, decodeTicker),
-    stats: (productId) => dataCall(`24 h stats of ${productId}`, `${productPath(productId)}/stats`, {}, decodeStats)
+    ticker: (productId) => dataCall(`ticker of ${productId}`, `${productPath(productId)}/ticker`, {}, body(decodeTicker)),
+    stats: (productId) => dataCall(`24 h stats of ${productId}`, `${productPath(productId)}/stats`, {}, body(decodeStats))
   })
 })

@@ -6,6 +6,9 @@
  * daily point stamped 00:00 UTC is the price at that instant (../dailySeries.ts), that is the
  * close of the day before: `asMidnightPoints` restamps closes that way, so that points of both sources
  * for the same instant can be compared or merged.
+ *
+ * Which candles are closed is judged by Coinbase's clock (`coinbaseNow`), never ours: a point is kept
+ * for ever once written, so a clock of ours running ahead must not turn today's moving candle into one.
  */
 import { DAY_MS } from "../dailySeries.ts"
 import type { Candle } from "./responses.ts"
@@ -52,11 +55,18 @@ export const dailyCloses = (
 }
 
 /**
- * Closes restamped as the price at the following 00:00 UTC (CoinGecko's daily points), for the days
- * closed by `now`: today's candle is still moving and is not a daily point.
+ * Coinbase's time when it answered: the latest of its answers' `Date` headers (`dates`); lacking any, the
+ * start of its newest candle, taken to be today's, still moving.
  */
-export const asMidnightPoints = (closes: ReadonlyArray<DailyClose>, now: number): Array<DailyClose> =>
-  closes.filter(([day]) => day + DAY_MS <= now).map(([day, close]) => [day + DAY_MS, close] as const)
+export const coinbaseNow = (dates: ReadonlyArray<number>, candles: ReadonlyArray<Candle>): number =>
+  dates.length > 0 ? Math.max(...dates) : candles.reduce((newest, [timeSeconds]) => Math.max(newest, timeSeconds * 1000), 0)
+
+/**
+ * Closes restamped as the price at the following 00:00 UTC (CoinGecko's daily points), for the days
+ * closed at `asOf`, Coinbase's time (`coinbaseNow`): today's candle is still moving and is not a daily point.
+ */
+export const asMidnightPoints = (closes: ReadonlyArray<DailyClose>, asOf: number): Array<DailyClose> =>
+  closes.filter(([day]) => day + DAY_MS <= asOf).map(([day, close]) => [day + DAY_MS, close] as const)
 
 /** % change over 24 hours from Coinbase's stats: from `open` (24 h ago) to `last`. */
 export const change24h = (stats: { readonly open: number; readonly last: number }): number =>

@@ -2,17 +2,34 @@
  * Coinbase's product list, held as a pinned copy (copies/): loaded in the background at start, reloaded
  * once `productsRefreshMs` has passed (served meanwhile), never fetched on a request's behalf; a failed
  * reload keeps the copy held, and the next attempt backs off (`productsRetryMs`, doubling up to an hour).
+ * A list that is empty, or has lost most of the major pairs held (curated coins in USD or EUR), is taken
+ * as a fault of Coinbase's, not as delistings: it counts as a failed reload (one warning, back-off, the
+ * last good list serves on), and an empty first list is no list (`unavailable`).
  * A read finding nothing held waits (until its deadline) only for a load running or due, else fails
  * `unavailable` with the time until the next attempt.
  */
 import { Duration, Effect, Schema } from "effect"
 import { makeCopies } from "../copies/Copies.ts"
+import { curatedCoins } from "../symbols.ts"
 import { Charge, SourceError } from "../upstream.ts"
 import type { CoinbaseClientShape, CoinbaseProduct } from "./CoinbaseClient.ts"
 import type { CoinbaseConfigShape } from "./CoinbaseConfig.ts"
 
 const PRODUCTS = "rates:v2:coinbase-products"
 const Products = Schema.Array(Schema.Struct({ id: Schema.String, base: Schema.String, quote: Schema.String }))
+
+/** The pairs a landing page needs most: curated coins (symbols.ts) quoted in USD or EUR. */
+const majorsOf = (list: ReadonlyArray<CoinbaseProduct>) =>
+  list.filter((p) => curatedCoins.has(p.base) && (p.quote === "USD" || p.quote === "EUR")).map((p) => p.id)
+
+/** Whether a fresh list may replace the one held: not when empty, nor when it keeps under half of the majors held. */
+const acceptList = (fresh: ReadonlyArray<CoinbaseProduct>, held: ReadonlyArray<CoinbaseProduct> | undefined): true | string => {
+  if (fresh.length === 0) return "an empty product list"
+  const before = held === undefined ? [] : majorsOf(held)
+  const listed = new Set(fresh.map((p) => p.id))
+  const kept = before.filter((id) => listed.has(id)).length
+  return kept * 2 >= before.length ? true : `the list lost ${before.length - kept} of the ${before.length} major pairs held at once`
+}
 
 export const makeProducts = (client: CoinbaseClientShape, config: CoinbaseConfigShape) =>
   Effect.gen(function*() {
@@ -27,7 +44,8 @@ export const makeProducts = (client: CoinbaseClientShape, config: CoinbaseConfig
       lastGoodMs: Duration.toMillis(Duration.days(7)),
       retryMs: config.productsRetryMs,
       pinned: true,
-      warnOnFailure: true
+      warnOnFailure: true,
+      accept: acceptList
     })
     yield* Effect.forkScoped(copies.warm(PRODUCTS))
 

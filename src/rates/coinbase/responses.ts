@@ -1,7 +1,7 @@
 /**
  * What Coinbase Exchange's public market data answers, read: the bodies we use (validated with Schema;
- * its prices are decimal strings, read into positive numbers) and its error shape. No I/O here:
- * CoinbaseClient.ts sends, upstreamCall.ts turns statuses into `SourceError`s with these.
+ * its prices, a ticker's decimal strings or a candle's numbers, must be positive) and its error shape.
+ * No I/O here: CoinbaseClient.ts sends, upstreamCall.ts turns statuses into `SourceError`s with these.
  */
 import { Exit, Schema, SchemaTransformation } from "effect"
 import { clip, type Decoder } from "../upstreamCall.ts"
@@ -30,8 +30,10 @@ export interface CoinbaseProduct {
   readonly quote: string
 }
 
-/** `[time (s), low, high, open, close, volume]`, numbers. */
-const Candle = Schema.Tuple([Schema.Finite, Schema.Finite, Schema.Finite, Schema.Finite, Schema.Finite, Schema.Finite])
+const Positive = Schema.Finite.check(Schema.isGreaterThan(0))
+
+/** `[time (s), low, high, open, close, volume]`: prices positive, as a ticker's; volume zero or more. */
+const Candle = Schema.Tuple([Schema.Finite, Positive, Positive, Positive, Positive, Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))])
 export type Candle = typeof Candle.Type
 
 /** An ISO 8601 instant ("2026-11-22T09:59:58.123456Z"), read into epoch ms. */

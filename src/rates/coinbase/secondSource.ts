@@ -6,7 +6,8 @@
  * Per coin, a whole rate: the price and 24 h change from `stats` (last, open), held a minute; the series
  * from the kept history (history/, source `coinbase`), only the days it lacks asked of Coinbase as daily
  * candles, restamped as the price at the next 00:00 UTC (candles.ts `asMidnightPoints`) like CoinGecko's
- * points, held until the next daily point; 7 d and 30 d changes measured on that series. Both held as
+ * points, for the days closed by Coinbase's clock (today's moving candle is never kept), held until the
+ * next daily point; 7 d and 30 d changes measured on that series. Both held as
  * copies (copies/) with no stale use: an answer made of Coinbase is at most a minute old, so that the
  * first source serves again as soon as it can. Coinbase's faults are its own (its client has its breaker
  * and backoff) and reach no answer the first source gives.
@@ -54,11 +55,12 @@ const makeCoinbaseSource = Effect.gen(function*() {
   const products = yield* makeProducts(client, config)
   const kept = makeKeptSeries(yield* DailyHistory, "coinbase", {
     seriesDays: SERIES_DAYS,
-    // The point at 00:00 UTC of day D is the close of the candle of day D-1.
-    closes: ({ productId }: SeriesOf, range, now) =>
+    // The point at 00:00 UTC of day D is the close of the candle of day D-1, once Coinbase's clock (not
+    // ours, which may run ahead) has passed D: a point is kept for ever.
+    closes: ({ productId }: SeriesOf, range) =>
       Effect.map(
         client.dailyCandles(productId, range.from - DAY_MS, range.to - DAY_MS),
-        (closes) => asMidnightPoints(closes, now).filter(([day]) => day >= range.from && day <= range.to)
+        ({ asOf, closes }) => asMidnightPoints(closes, asOf).filter(([day]) => day >= range.from && day <= range.to)
       )
   })
   // Coinbase is keyless and costs no credit: its calls are charged to no one's budget.

@@ -5,7 +5,8 @@
  *   - fresh, due, grace and expired copies (entry.ts), each holder deciding a value's timing;
  *   - single flight: concurrent readers of a key share one fetch; a fetch serves several keys at once
  *     (one `/coins/markets` call for every cold coin), and a key already being fetched is waited for;
- *   - stale-if-error: when a fetch fails, the last good copy (kept `lastGoodMs`), marked stale;
+ *   - stale-if-error: when a fetch fails, or brings what the holder refuses (`accept`: a suspect list),
+ *     the last good copy (kept `lastGoodMs`), marked stale;
  *   - negative results ("no such coin"): kept apart in the store, fresh for their time, never stale;
  *   - background refreshes of what is due, one per group, paid by nobody's request, backing off after
  *     a failure (doubling from `retryMs` up to an hour, or the source's own Retry-After when longer);
@@ -109,12 +110,18 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
         const shared = yield* waitForSharedLoad(keys)
         if (shared.copies !== undefined) return shared.copies
         const out = new Map<string, Entry<A>>()
-        const fetched = yield* options.fetch(keys, charge).pipe(
+        const fetched = (yield* options.fetch(keys, charge).pipe(
           Effect.ensuring(shared.lease === undefined || store.release === undefined ? Effect.void : store.release(shared.lease))
-        )
+        )).map(([key, raw]) => [key, deepFreeze(raw)] as const)
+        for (const [key, value] of fetched) {
+          if (options.accept === undefined) break
+          const held = yield* read(key)
+          const verdict = options.accept(value, Option.isSome(held) ? held.value.value : undefined)
+          if (verdict === true) continue
+          return yield* Effect.fail(new SourceError({ source: options.source, kind: "invalid-response", detail: `${options.name} refused: ${verdict}`, retryAfterSeconds: 0 }))
+        }
         const storedAt = yield* Clock.currentTimeMillis
-        for (const [key, raw] of fetched) {
-          const value = deepFreeze(raw)
+        for (const [key, value] of fetched) {
           const entry = entryAt(value, storedAt, options.timing(value, storedAt))
           yield* write(key, entry)
           out.set(keyOf(key), entry)

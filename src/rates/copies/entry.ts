@@ -83,6 +83,11 @@ export interface CopiesOptions<K, A, I = unknown> {
   readonly refreshSpreadMs?: number | undefined
   /** A failed background fetch is a warning (the lists), else a debug line. */
   readonly warnOnFailure?: boolean | undefined
+  /**
+   * Whether a fetched value may replace the copy held (undefined: none held); a string says why not. A
+   * refused value fails its fetch, `invalid-response`: nothing of it is stored, the held copy serves on.
+   */
+  readonly accept?: ((fresh: A, held: A | undefined) => true | string) | undefined
 }
 
 /** What `getAll` gathered: the copies served, and the failures behind those missing or stale. */

@@ -59,10 +59,11 @@ describe("CoinbaseClient, healthy", () => {
       assert.strictEqual(emulator.stats().byPath["/products"], 1)
     }).pipe(Effect.provide(coinbaseClient(emulator.url)), Effect.scoped))
 
-  it.live("daily candles: closes oldest first at 00:00 UTC, today's included", () =>
+  it.live("daily candles: closes oldest first at 00:00 UTC, today's included, with Coinbase's time (its Date header)", () =>
     Effect.gen(function*() {
       const client = yield* CoinbaseClient
-      const closes = yield* client.dailyCandles("BTC-USD", TODAY - 29 * DAY_MS, TODAY)
+      const { asOf, closes } = yield* client.dailyCandles("BTC-USD", TODAY - 29 * DAY_MS, TODAY)
+      assert.strictEqual(asOf, EMULATOR_NOW)
       assert.strictEqual(closes.length, 30)
       assert.deepStrictEqual(closes, expectedCloses("BTC-USD", TODAY - 29 * DAY_MS, TODAY))
       assert.isTrue(closes.every(([day]) => day % DAY_MS === 0))
@@ -73,7 +74,7 @@ describe("CoinbaseClient, healthy", () => {
   it.live("days without trades stay missing: no point is invented", () =>
     Effect.gen(function*() {
       const client = yield* CoinbaseClient
-      const closes = yield* client.dailyCandles(GAPPY_PRODUCT, TODAY - 29 * DAY_MS, TODAY)
+      const { closes } = yield* client.dailyCandles(GAPPY_PRODUCT, TODAY - 29 * DAY_MS, TODAY)
       const missing = Array.from({ length: 30 }, (_, k) => TODAY - k * DAY_MS).filter((day) => !tradedOn(GAPPY_PRODUCT, day))
       assert.strictEqual(missing.length, 6)
       assert.strictEqual(closes.length, 24)
@@ -85,14 +86,14 @@ describe("CoinbaseClient, healthy", () => {
     Effect.gen(function*() {
       const client = yield* CoinbaseClient
       const from = TODAY - 364 * DAY_MS
-      const year = yield* client.dailyCandles("ETH-EUR", from, TODAY)
+      const year = (yield* client.dailyCandles("ETH-EUR", from, TODAY)).closes
       assert.strictEqual(year.length, 365)
       assert.deepStrictEqual(year, expectedCloses("ETH-EUR", from, TODAY))
       assert.strictEqual(candleCalls("ETH-EUR"), 2)
-      const twoYears = yield* client.dailyCandles("ETH-USD", TODAY - 729 * DAY_MS, TODAY)
+      const twoYears = (yield* client.dailyCandles("ETH-USD", TODAY - 729 * DAY_MS, TODAY)).closes
       assert.strictEqual(twoYears.length, 730)
       assert.strictEqual(candleCalls("ETH-USD"), 3)
-      const recent = yield* client.dailyCandles("NEAR-EUR", from, TODAY)
+      const recent = (yield* client.dailyCandles("NEAR-EUR", from, TODAY)).closes
       assert.strictEqual(recent.length, 101)
       assert.strictEqual(recent[0]![0], TODAY - 100 * DAY_MS)
     }).pipe(Effect.provide(coinbaseClient(emulator.url))))
@@ -123,7 +124,8 @@ describe("CoinbaseClient, healthy", () => {
     Effect.gen(function*() {
       const client = yield* CoinbaseClient
       const gecko = new Map(emulatedDailyPrices("bitcoin", "eur", 90, EMULATOR_NOW))
-      const points = asMidnightPoints(yield* client.dailyCandles("BTC-EUR", TODAY - 90 * DAY_MS, TODAY), EMULATOR_NOW)
+      const { asOf, closes } = yield* client.dailyCandles("BTC-EUR", TODAY - 90 * DAY_MS, TODAY)
+      const points = asMidnightPoints(closes, asOf)
       assert.strictEqual(points.length, 90, "today's running candle is not a daily point")
       assert.strictEqual(points.at(-1)![0], TODAY)
       for (const [instant, price] of points) {

@@ -2,13 +2,14 @@
  * The Coinbase client while the emulated Coinbase misbehaves or is pressed: each fault is its typed
  * error (retried only when transient), a slow Coinbase times out within the attempt timeout, the
  * breaker opens after repeated failures, a failing product list neither opens it nor loses its last
- * good copy, and a burst of calls stays inside Coinbase's public limit of 10 a second.
+ * good copy, nor does a suspect one (empty, or without most majors), and a burst of calls stays inside
+ * Coinbase's public limit of 10 a second.
  */
 import { afterAll, assert, beforeAll, beforeEach, describe, it } from "@effect/vitest"
 import { randomUUID } from "node:crypto"
 import { NodeHttpClient } from "@effect/platform-node"
 import * as NodeRedis from "@effect/platform-node/NodeRedis"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Logger } from "effect"
 import { CoinbaseClient } from "../../../src/rates/coinbase/CoinbaseClient.ts"
 import type { SourceError, SourceFailureKind } from "../../../src/rates/upstream.ts"
 import { CoinbaseConfig } from "../../../src/rates/coinbase/CoinbaseConfig.ts"
@@ -30,6 +31,7 @@ beforeEach(() => {
   emulator.setFault("none")
   emulator.setLatency(SLOW_PRODUCT, 0)
   emulator.setRateLimit(true)
+  emulator.setListed(undefined)
   emulator.resetStats()
 })
 
@@ -153,6 +155,71 @@ describe("the product list", () => {
       assert.strictEqual(calls("/products"), 2)
       assert.strictEqual(emulator.stats().byStatus["503"], 1)
     }).pipe(Effect.provide(coinbaseClient(emulator.url, { ...fastGuards, productsRefreshMs: 300 })), Effect.scoped))
+})
+
+describe("a product list Coinbase answers that is not to be trusted", () => {
+  const soon = () => Date.now() + 300
+  const BTC_USD = { id: "BTC-USD", base: "BTC", quote: "USD" }
+  /** Collects the warnings logged, those of background reloads included. */
+  const warningsInto = (warnings: Array<string>) =>
+    Logger.layer([Logger.make(({ logLevel, message }) => {
+      if (logLevel === "Warn") warnings.push(Array.isArray(message) ? message.join(" ") : String(message))
+    })])
+  /** Waits `ms`, then reads once (which starts the reload when due) and waits for the reload to land. */
+  const reloadAfter = (list: Effect.Success<typeof products>, ms: number) =>
+    Effect.gen(function*() {
+      yield* Effect.sleep(`${ms} millis`)
+      yield* list.productFor("BTC", "USD", soon())
+      yield* Effect.sleep("100 millis")
+    })
+
+  it.live("an empty list, or one without most majors, keeps the last good list: one warning each, the next reload backs off", () => {
+    const warnings: Array<string> = []
+    return Effect.gen(function*() {
+      const list = yield* products
+      assert.deepStrictEqual(yield* list.productFor("BTC", "USD", soon()), BTC_USD)
+      emulator.setListed([])
+      yield* reloadAfter(list, 350)
+      assert.strictEqual(calls("/products"), 2)
+      assert.deepStrictEqual(yield* list.productFor("BTC", "USD", soon()), BTC_USD, "an empty list replaced the list held")
+      for (let i = 0; i < 5; i++) yield* list.productFor("ETH", "EUR", soon())
+      assert.strictEqual(calls("/products"), 2, "the next reload waits, as after a failure (400 ms)")
+      assert.strictEqual(warnings.length, 1, warnings.join("\n"))
+      assert.match(warnings[0]!, /Coinbase product list.*serving the last good copy.*an empty product list/)
+
+      // 38 of the 43 majors (curated coins in USD or EUR) gone at once: a fault, not delistings.
+      const majorsKept = new Set(["BTC-USD", "ETH-USD", "ETH-EUR", "USDT-USD", "USDT-EUR"])
+      emulator.setListed(emulatedProducts.map((p) => p.id).filter((id) => majorsKept.has(id) || !/-(USD|EUR)$/.test(id)))
+      yield* reloadAfter(list, 400)
+      assert.strictEqual(calls("/products"), 3)
+      assert.deepStrictEqual(yield* list.productFor("SOL", "EUR", soon()), { id: "SOL-EUR", base: "SOL", quote: "EUR" })
+      assert.strictEqual(warnings.length, 2, warnings.join("\n"))
+      assert.match(warnings[1]!, /lost 38 of the 43 major pairs/)
+
+      // A few delistings are Coinbase's word: taken (after the back-off of the second failure, 800 ms).
+      emulator.setListed(emulatedProducts.map((p) => p.id).filter((id) => id !== "SOL-EUR" && id !== "LTC-USD"))
+      yield* reloadAfter(list, 800)
+      assert.strictEqual(calls("/products"), 4)
+      assert.isUndefined(yield* list.productFor("SOL", "EUR", soon()))
+      assert.deepStrictEqual(yield* list.productFor("BTC", "USD", soon()), BTC_USD)
+      assert.strictEqual(warnings.length, 2)
+    }).pipe(
+      Effect.provide(Layer.merge(coinbaseClient(emulator.url, { ...fastGuards, productsRefreshMs: 300, productsRetryMs: 400 }), warningsInto(warnings))),
+      Effect.scoped
+    )
+  })
+
+  it.live("an empty first list is no list: `unavailable` with a Retry-After, then the list once Coinbase lists again", () =>
+    Effect.gen(function*() {
+      emulator.setListed([])
+      const list = yield* products
+      const first = yield* Effect.result(list.productFor("BTC", "USD", soon()))
+      assert.strictEqual(first._tag === "Failure" ? first.failure.kind : `a product: ${JSON.stringify(first.success)}`, "unavailable")
+      emulator.setListed(undefined)
+      yield* Effect.sleep("450 millis")
+      assert.deepStrictEqual(yield* list.productFor("BTC", "USD", soon()), BTC_USD)
+      assert.strictEqual(calls("/products"), 2)
+    }).pipe(Effect.provide(coinbaseClient(emulator.url, { ...fastGuards, productsRetryMs: 400 })), Effect.scoped))
 })
 
 describe("Coinbase's public limit (10 requests/s per address, bursts to 15)", () => {

@@ -1,11 +1,12 @@
 /**
  * Reading Coinbase's answers (no I/O): prices as decimal strings only, error bodies, an HTML 404 told
- * apart from a missing product; and the candle arithmetic: 300-day windows, off-midnight stamps refused.
+ * apart from a missing product; candles with prices that are not positive refused; and the candle
+ * arithmetic: 300-day windows, off-midnight stamps refused, closed days judged by Coinbase's time.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { Headers } from "effect/http"
-import { asMidnightPoints, dailyCloses, dayWindows } from "../../../src/rates/coinbase/candles.ts"
+import { asMidnightPoints, coinbaseNow, dailyCloses, dayWindows } from "../../../src/rates/coinbase/candles.ts"
 import { decodeCandles, decodeProducts, decodeStats, decodeTicker, errorMessage } from "../../../src/rates/coinbase/responses.ts"
 import { DAY_MS } from "../../../src/rates/dailySeries.ts"
 import { type Decoder, interpretResponse } from "../../../src/rates/upstreamCall.ts"
@@ -36,6 +37,18 @@ describe("reading Coinbase's answers", () => {
       assert.strictEqual((yield* read(200, "[{\"id\":\"BTC-USD\",\"status\":\"online\"}]", decodeProducts)).kind, "invalid-response")
     }))
 
+  it.effect("a candle's prices must be positive and its volume zero or more, as a ticker's price: else the answer is invalid", () =>
+    Effect.gen(function*() {
+      const good = [1_795_132_800, 1, 3, 2, 2.5, 10]
+      for (const [at, value] of [[1, 0], [2, -3], [3, 0], [4, -0.5], [5, -1]] as const) {
+        const candle = good.map((v, i) => (i === at ? value : v))
+        const outcome = yield* Effect.result(interpret("candles", { status: 200, body: JSON.stringify([good, candle]) }, decodeCandles))
+        assert.strictEqual(outcome._tag === "Failure" ? outcome.failure.kind : "accepted", "invalid-response", JSON.stringify(candle))
+      }
+      const quiet = [1_795_132_800, 1, 3, 2, 2.5, 0] as const
+      assert.deepStrictEqual(yield* interpret("candles", { status: 200, body: JSON.stringify([quiet]) }, decodeCandles), [quiet])
+    }))
+
   it.effect("statuses: 404 {message} is not-found, an HTML 404 a rejected request, 5xx transient, 429 rate-limited", () =>
     Effect.gen(function*() {
       assert.deepInclude(yield* read(404, "{\"message\":\"NotFound\"}", decodeStats), { kind: "not-found", detail: "call: 404 (NotFound)" })
@@ -60,5 +73,14 @@ describe("candle arithmetic", () => {
     assert.deepStrictEqual(closes, [[2 * DAY_MS, 2], [3 * DAY_MS, 3]])
     assert.strictEqual(dailyCloses([candle(DAY_MS + 3_600_000, 1)], 0, 2 * DAY_MS).offMidnight, DAY_MS + 3_600_000)
     assert.deepStrictEqual(asMidnightPoints(closes, 3 * DAY_MS + 5), [[3 * DAY_MS, 2]])
+  })
+
+  it("Coinbase's time: its latest Date header; lacking one, its newest candle's start (today's, still moving)", () => {
+    const candle = (day: number) => [day / 1000, 1, 1, 1, 1, 1] as const
+    const candles = [candle(3 * DAY_MS), candle(2 * DAY_MS)]
+    assert.strictEqual(coinbaseNow([3 * DAY_MS + 5, 3 * DAY_MS + 9], candles), 3 * DAY_MS + 9)
+    assert.strictEqual(coinbaseNow([], candles), 3 * DAY_MS)
+    const { closes } = dailyCloses(candles, 0, 3 * DAY_MS)
+    assert.deepStrictEqual(asMidnightPoints(closes, coinbaseNow([], candles)), [[3 * DAY_MS, 1]], "the newest candle is no close")
   })
 })

@@ -3,12 +3,16 @@
  * per curated coin Coinbase lists in the currency (price and 24 h change from its stats, the series from
  * its candles restamped at 00:00 UTC), `not-found` for the rest, and what it holds shared: identical
  * concurrent requests make one candles call and one stats call, repeated ones within a minute none.
+ * Which days are closed is Coinbase's word, not our clock's: a clock of ours running ahead keeps no
+ * moving candle in the history.
  */
 import { afterAll, assert, beforeAll, beforeEach, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Clock, Effect, Layer, Option } from "effect"
+import { DailyHistory } from "../../../src/rates/history/DailyHistory.ts"
 import { SecondSource } from "../../../src/rates/ports.ts"
 import { type CoinbaseEmulator, startCoinbaseEmulator } from "../../emulators/coinbase.ts"
-import { coinbasePrice } from "../../emulators/coinbase-data.ts"
+import { coinbaseDailyClose, coinbasePrice, DAY_MS, startOfUtcDay } from "../../emulators/coinbase-data.ts"
+import { clockLayerFrom } from "../../support/clock.ts"
 import { EMULATOR_NOW } from "../helpers.ts"
 import { coinbaseSecondSource } from "./support.ts"
 
@@ -60,4 +64,19 @@ describe("the second source served by Coinbase", () => {
       yield* ask
       assert.strictEqual(calls("/products/LTC-EUR/candles") + calls("/products/LTC-EUR/stats"), 3)
     }).pipe(Effect.provide(coinbaseSecondSource(emulator.url))))
+
+  it.live("our clock a day ahead of Coinbase's: the candle of Coinbase's today, still moving, is never kept as a close", () => {
+    const history = DailyHistory.makeMemory()
+    const today = startOfUtcDay(EMULATOR_NOW)
+    return Effect.gen(function*() {
+      const second = yield* SecondSource
+      const outcome = (yield* second.ratesFor([{ symbol: "BTC", id: "bitcoin" }], "usd", (yield* Clock.currentTimeMillis) + 5_000)).get("bitcoin")!
+      assert.strictEqual(outcome._tag, "Served", outcome._tag === "Failed" ? outcome.error.message : "")
+      const kept = Option.getOrUndefined(yield* history.read({ coin: "bitcoin", currency: "usd", source: "coinbase" }))
+      const days = (kept?.points ?? []).map(([day]) => new Date(day).toISOString())
+      assert.notInclude(days, new Date(today + DAY_MS).toISOString(), "today's moving candle kept as the next day's point")
+      assert.strictEqual(days.at(-1), new Date(today).toISOString(), "the last point is yesterday's close, at today's 00:00")
+      assert.strictEqual(kept!.points.at(-1)![1], coinbaseDailyClose("BTC-USD", today - DAY_MS, EMULATOR_NOW))
+    }).pipe(Effect.provide(Layer.merge(coinbaseSecondSource(emulator.url, {}, history), clockLayerFrom(EMULATOR_NOW + DAY_MS))))
+  })
 })

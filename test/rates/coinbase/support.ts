@@ -6,7 +6,7 @@ import { CoinbaseConfig, type CoinbaseConfigShape } from "../../../src/rates/coi
 import { makeProducts } from "../../../src/rates/coinbase/products.ts"
 import * as CoinbaseSecondSource from "../../../src/rates/coinbase/secondSource.ts"
 import { CopyStore } from "../../../src/rates/copies/CopyStore.ts"
-import { DailyHistory } from "../../../src/rates/history/DailyHistory.ts"
+import { DailyHistory, type DailyHistoryShape } from "../../../src/rates/history/DailyHistory.ts"
 import { configFrom, type Env } from "../../support/config.ts"
 
 /**
@@ -25,9 +25,14 @@ export const products = Effect.gen(function*() {
   return yield* makeProducts(yield* CoinbaseClient, yield* CoinbaseConfig)
 })
 
-/** The second source as production builds it (Coinbase, history in memory), with some guards replaced. */
-export const coinbaseSecondSource = (baseUrl: string, guards: Partial<CoinbaseConfigShape> = {}) =>
-  CoinbaseSecondSource.layer.pipe(Layer.provide(Layer.merge(coinbaseClient(baseUrl, guards, { RATES_FALLBACK: "coinbase" }), DailyHistory.layerMemory)))
+/**
+ * The second source as production builds it (Coinbase, history in memory: `history`, for a test that
+ * reads what was kept), with some guards replaced.
+ */
+export const coinbaseSecondSource = (baseUrl: string, guards: Partial<CoinbaseConfigShape> = {}, history: DailyHistoryShape = DailyHistory.makeMemory()) =>
+  CoinbaseSecondSource.layer.pipe(
+    Layer.provide(Layer.merge(coinbaseClient(baseUrl, guards, { RATES_FALLBACK: "coinbase" }), Layer.succeed(DailyHistory)(history)))
+  )
 
 /** Fault-test guards: 300 ms per attempt, one retry, 2 s per call. */
 export const fastGuards: Partial<CoinbaseConfigShape> = {

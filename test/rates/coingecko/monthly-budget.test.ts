@@ -62,6 +62,22 @@ describe("the month's credits kept in files under DATA_DIR", () => {
       assert.strictEqual(snapshot.state.spent, 155)
     }))
 
+  it.live("two processes on one directory (each its own cell and lock, as a rolling deploy has) spend one reserve at most", () =>
+    Effect.gen(function*() {
+      const dir = freshDir()
+      // Plan 1,000: a reserve of 20, of which 10.5 for cold calls.
+      const plan = planFor(1_000)
+      const a = yield* makeMonthlyBudget(plan, yield* makeFileCell(dir))
+      const b = yield* makeMonthlyBudget(plan, yield* makeFileCell(dir))
+      const outcomes = yield* Effect.all(
+        Array.from({ length: 80 }, (_, i) => Effect.result((i % 2 === 0 ? a : b).spend("cold"))),
+        { concurrency: 8 }
+      )
+      const granted = outcomes.filter((o) => o._tag === "Success").length
+      assert.isAtMost(granted, Math.floor(plan.capacity.cold), "credits granted by the two processes together")
+      assert.strictEqual((yield* a.snapshot).state.spent, granted, "the ledger counts every credit granted")
+    }))
+
   it.effect("a ledger file that is not one starts empty, not full", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(NOW)
