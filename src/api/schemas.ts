@@ -60,6 +60,9 @@ export type ExchangeRatesRequest = typeof ExchangeRatesRequest.Type
 
 const NullableNumber = Schema.NullOr(Schema.Finite)
 
+/** A source of prices or series: CoinGecko, or Coinbase Exchange (its live feed, its REST market data). */
+const SourceName = Schema.Literals(["coingecko", "coinbase"])
+
 export const RateEntry = Schema.Struct({
   symbol: Schema.String,
   id: Schema.String,
@@ -69,9 +72,13 @@ export const RateEntry = Schema.Struct({
   series: Schema.Array(Schema.Tuple([Schema.Int, Schema.Finite])).annotate({
     description: "Daily points [epoch ms at 00:00 UTC, price], oldest first"
   }),
-  source: Schema.Literals(["coingecko", "coinbase"]).annotate({
-    description: "Where this rate comes from: CoinGecko, or Coinbase Exchange when CoinGecko cannot serve it (CONTRACT C4, second source)"
-  })
+  source: Schema.Literals(["coingecko", "coinbase", "mixed"]).annotate({
+    description: "Where this rate comes from: the one source of its price and its series, or mixed when they differ"
+  }),
+  sources: Schema.Struct({ price: SourceName, series: SourceName }).annotate({
+    description: "Where its price came from (Coinbase Exchange's live quotes for the pairs it lists, else CoinGecko) and where its series came from (CONTRACT C4, Live quotes)"
+  }),
+  asOf: Schema.String.annotate({ format: "date-time", description: "When its price was observed: a live quote's last trade or heartbeat, else the source's refresh" })
 })
 
 /**
@@ -82,9 +89,9 @@ export const ExchangeRatesResponse = Schema.Struct({
   currency: Schema.String,
   days: Schema.Int,
   interval: Schema.Literal("daily"),
-  asOf: Schema.String.annotate({ format: "date-time" }),
+  asOf: Schema.String.annotate({ format: "date-time", description: "When the answer's oldest price was observed" }),
   source: Schema.Literals(["coingecko", "coinbase", "mixed"]).annotate({
-    description: "The source every rate names, or mixed when the rates come from both"
+    description: "The one source of every price and series of the answer, or mixed when it used both"
   }),
   stale: Schema.Boolean,
   rates: Schema.Array(RateEntry),
@@ -96,8 +103,8 @@ export const ExchangeRatesResponse = Schema.Struct({
     currency: "USD",
     days: 7,
     interval: "daily",
-    asOf: "2025-01-15T12:00:00.000Z",
-    source: "coingecko",
+    asOf: "2025-01-15T11:58:00Z",
+    source: "mixed",
     stale: false,
     rates: [{
       symbol: "BTC",
@@ -114,15 +121,35 @@ export const ExchangeRatesResponse = Schema.Struct({
         [1736812800000, 94516.53],
         [1736899200000, 96534.05]
       ],
-      source: "coingecko"
+      source: "mixed",
+      sources: { price: "coinbase", series: "coingecko" },
+      asOf: "2025-01-15T11:59:58Z"
+    }, {
+      symbol: "PEPE",
+      id: "pepe",
+      name: "Pepe",
+      price: 0.00001871,
+      change: { "24h": -3.1, "7d": 8.4, "30d": 21.7 },
+      series: [
+        [1736380800000, 0.00001702],
+        [1736467200000, 0.00001688],
+        [1736553600000, 0.00001745],
+        [1736640000000, 0.00001711],
+        [1736726400000, 0.00001790],
+        [1736812800000, 0.00001825],
+        [1736899200000, 0.00001846]
+      ],
+      source: "coingecko",
+      sources: { price: "coingecko", series: "coingecko" },
+      asOf: "2025-01-15T11:58:00Z"
     }],
     unknown: [],
-    attribution: "Data provided by CoinGecko"
+    attribution: "Data provided by CoinGecko; Data provided by Coinbase Exchange"
   }, {
     currency: "EUR",
     days: 2,
     interval: "daily",
-    asOf: "2025-01-15T12:00:00.000Z",
+    asOf: "2025-01-15T11:55:00Z",
     source: "mixed",
     stale: false,
     rates: [{
@@ -132,7 +159,9 @@ export const ExchangeRatesResponse = Schema.Struct({
       price: 96950.4,
       change: { "24h": 1.38, "7d": -2.1, "30d": 5.9 },
       series: [[1736812800000, 91817.7], [1736899200000, 93778.3]],
-      source: "coingecko"
+      source: "coingecko",
+      sources: { price: "coingecko", series: "coingecko" },
+      asOf: "2025-01-15T11:55:00Z"
     }, {
       symbol: "ETH",
       id: "ethereum",
@@ -140,7 +169,9 @@ export const ExchangeRatesResponse = Schema.Struct({
       price: 3230.55,
       change: { "24h": 0.91, "7d": -4.02, "30d": -1.7 },
       series: [[1736812800000, 3102.18], [1736899200000, 3175.02]],
-      source: "coinbase"
+      source: "coinbase",
+      sources: { price: "coinbase", series: "coinbase" },
+      asOf: "2025-01-15T12:00:00Z"
     }],
     unknown: [],
     attribution: "Data provided by CoinGecko; Data provided by Coinbase Exchange"

@@ -113,6 +113,28 @@ export const recordCredits = (upstream: string, spent: number, left: number) => 
 export const recordRefreshInterval = (seconds: number) => handle("refresh interval", refreshInterval, () => ({}))(seconds)
 export const recordBadHistoryDays = (source: string, days: number) => handle(`bad history ${source}`, badHistoryDays, () => ({ source }))(days)
 
+const liveFeedConnected = Metric.gauge("rates_live_feed_connected", {
+  description: "1 while the live quotes feed (Coinbase Exchange's) is connected and subscribed, else 0"
+})
+const liveTicks = Metric.counter("rates_live_ticks_total", {
+  description: "Trades (ticker messages) read from the live quotes feed",
+  incremental: true
+})
+const livePairs = Metric.gauge("rates_live_pairs", {
+  description: "Pairs followed on the live quotes feed, by state (live: a tick or heartbeat within 30 s)"
+})
+const liveOldestAge = Metric.gauge("rates_live_quote_oldest_age_seconds", {
+  description: "Age of the oldest live quote (now less its last trade or heartbeat), over the live pairs"
+})
+
+export const recordLiveFeedConnected = (connected: boolean) => handle("live connected", liveFeedConnected, () => ({}))(connected ? 1 : 0)
+export const recordLiveTick = () => handle("live ticks", liveTicks, () => ({}))(1)
+export const recordLivePairs = (live: number, followed: number, oldestAgeSeconds: number) => {
+  handle("live pairs live", livePairs, () => ({ state: "live" }))(live)
+  handle("live pairs down", livePairs, () => ({ state: "down" }))(followed - live)
+  handle("live oldest", liveOldestAge, () => ({}))(oldestAgeSeconds)
+}
+
 export const metricsText = () => PrometheusMetrics.formatUnsafe(Context.empty())
 
 /** A listener that answers GET /metrics on its own port (bind it to a private interface). */

@@ -29,8 +29,8 @@ export type RatesResult = typeof ExchangeRatesResponse.Type
 /** One coin of the answer: price, changes and daily points `[epoch ms at 00:00 UTC, price]`, oldest first. */
 export type RateSeries = RatesResult["rates"][number]
 
-/** Where a rate comes from, as the contract writes it: `coingecko` or `coinbase`. */
-export type SourceName = RateSeries["source"]
+/** A source of prices or series, as the contract writes it: `coingecko` or `coinbase`. */
+export type SourceName = RateSeries["sources"]["price"]
 
 export interface RatesAnswer {
   readonly result: RatesResult

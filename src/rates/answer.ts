@@ -7,8 +7,8 @@
  * whole; each rate names its source, and the answer every source it used (CONTRACT C4).
  */
 import { Result } from "effect"
-import { changesFromSeries } from "./dailySeries.ts"
-import type { Chart, PricesFound, Resolved, SecondOutcome, Served, Sourcing, WantedCoin } from "./ports.ts"
+import { changesFromSeries, changesToPrice } from "./dailySeries.ts"
+import type { Chart, LiveQuote, PricesFound, Resolved, SecondOutcome, Served, Sourcing, WantedCoin } from "./ports.ts"
 import { type RatesAnswer, type RatesQuery, type RateSeries, RatesUnavailableError, RatesUpstreamError, type SourceName } from "./RatesProvider.ts"
 import { isUnavailable, type SourceError, toRatesError } from "./upstream.ts"
 
@@ -59,6 +59,13 @@ export const coinIds = (resolved: Resolved): Array<string> => {
   return ids
 }
 
+/** The resolved coins, one per coin id (its first symbol), in request order. */
+export const wantedCoins = (resolved: Resolved): Array<WantedCoin> => {
+  const wanted: Array<WantedCoin> = []
+  for (const [symbol, coin] of resolved.coins) if (coin !== null && !wanted.some((w) => w.id === coin.id)) wanted.push({ symbol, id: coin.id })
+  return wanted
+}
+
 /** The series of every coin id of `resolved`, or why it could not be had. */
 export type Charts = ReadonlyMap<string, Result.Result<Served<Chart>, SourceError>>
 
@@ -69,6 +76,9 @@ export interface Gathered {
   /** The first source: what its rates name and how they are credited. */
   readonly first: Sourcing
   readonly resolved: Resolved
+  /** The live quotes found, and their source (none when there is no live source). */
+  readonly live?: { readonly quotes: ReadonlyMap<string, Served<LiveQuote>>; readonly sourcing: Sourcing } | undefined
+  /** The first source's latest prices of the coins without a live quote. */
   readonly latest: PricesFound
   readonly charts: Charts
   /** What the second source answered for the coins the first could not serve fresh (none when not asked). */
@@ -79,9 +89,10 @@ export interface Gathered {
 
 /**
  * The coins the first source could not serve fresh: its chart failed (a 404 is an answer: "no such
- * coin"), or only a stale copy of its chart or latest price is held, or no latest price because the call failed.
+ * coin"), or only a stale copy of its chart is held, or, without a live quote, only a stale copy of its
+ * latest price, or none because the call failed.
  */
-export const notServedFresh = (resolved: Resolved, latest: PricesFound, charts: Charts): Array<WantedCoin> => {
+export const notServedFresh = (resolved: Resolved, quoted: ReadonlyMap<string, unknown>, latest: PricesFound, charts: Charts): Array<WantedCoin> => {
   const wanted: Array<WantedCoin> = []
   for (const [symbol, coin] of resolved.coins) {
     if (coin === null || wanted.some((w) => w.id === coin.id)) continue
@@ -90,6 +101,7 @@ export const notServedFresh = (resolved: Resolved, latest: PricesFound, charts: 
     let failed: boolean
     if (Result.isFailure(chart)) failed = chart.failure.kind !== "not-found"
     else if (chart.success.value === null) failed = false
+    else if (quoted.has(coin.id)) failed = chart.success.stale
     else {
       const market = latest.latest.get(coin.id)
       failed = chart.success.stale || (market === undefined ? latest.failure !== undefined : market.stale)
@@ -100,8 +112,8 @@ export const notServedFresh = (resolved: Resolved, latest: PricesFound, charts: 
 }
 
 export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, RatesUpstreamError | RatesUnavailableError> => {
-  const { charts, first, latest, query, resolved } = gathered
-  const sources = new Set<SourceName>()
+  const { charts, first, latest, live, query, resolved } = gathered
+  const used = new Set<SourceName>()
   // Until when this very answer may be repeated: the earliest `holdsUntil` of what it is made of (an
   // old copy, or a call that failed and that the next request would retry, makes it 0).
   let freshUntil = Number.POSITIVE_INFINITY
@@ -109,6 +121,11 @@ export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, R
   let asOf = Number.POSITIVE_INFINITY
   const rates: Array<RateSeries> = []
   const unknown: Array<string> = []
+  const add = (rate: Omit<RateSeries, "source" | "sources" | "asOf">, price: SourceName, series: SourceName, observedAt: number) => {
+    used.add(price).add(series)
+    asOf = Math.min(asOf, observedAt)
+    rates.push({ ...rate, source: price === series ? price : "mixed", sources: { price, series }, asOf: isoSeconds(observedAt) })
+  }
 
   for (const symbol of query.symbols) {
     const coin = resolved.coins.get(symbol) ?? null
@@ -122,65 +139,62 @@ export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, R
       const { rate } = second
       const source = gathered.secondSourcing.source
       freshUntil = Math.min(freshUntil, rate.holdsUntil)
-      asOf = Math.min(asOf, rate.asOf)
-      sources.add(source)
-      rates.push({ symbol, id: coin.id, name: rate.name, price: rate.price, change: rate.change, series: lastPoints(rate.series, query.days), source })
+      add({ symbol, id: coin.id, name: rate.name, price: rate.price, change: rate.change, series: lastPoints(rate.series, query.days) }, source, source, rate.asOf)
       continue
     }
     // Strict: every known coin is served (fresh or last good), or the request fails.
     if (Result.isFailure(chart)) return Result.fail(second?._tag === "Failed" ? neitherSource(chart.failure, second.error) : verdictOf(chart.failure))
     const series = chart.success
-    const market = latest.latest.get(coin.id)
-    freshUntil = Math.min(freshUntil, series.holdsUntil, market === undefined ? 0 : market.holdsUntil)
+    const quote = live?.quotes.get(coin.id)
+    const market = quote === undefined ? latest.latest.get(coin.id) : undefined
+    freshUntil = Math.min(freshUntil, series.holdsUntil, (quote ?? market)?.holdsUntil ?? 0)
     if (series.value === null) {
       unknown.push(symbol) // resolved, but the source has no such coin (404)
       continue
     }
     const lastClose = series.value.at(-1) // the last of the whole series is the last of its tail
-    let price: number
-    let change: RateSeries["change"]
-    let name = coin.name
-    if (market !== undefined && market.value !== null && market.value.price !== null) {
-      price = market.value.price
-      change = { "24h": market.value.change24h, "7d": market.value.change7d, "30d": market.value.change30d }
-      name = market.value.name || name
-      asOf = Math.min(asOf, market.storedAt)
+    const points = lastPoints(series.value, query.days)
+    stale ||= series.stale
+    if (quote !== undefined && live !== undefined) {
+      const { price } = quote.value
+      const change = { "24h": quote.value.change24h, ...changesToPrice(series.value, price, quote.storedAt) }
+      stale ||= quote.stale
+      add({ symbol, id: coin.id, name: coin.name, price, change, series: points }, live.sourcing.source, first.source, quote.storedAt)
+    } else if (market !== undefined && market.value !== null && market.value.price !== null) {
+      const { change24h, change30d, change7d, name, price } = market.value
       stale ||= market.stale
+      add({ symbol, id: coin.id, name: name || coin.name, price, change: { "24h": change24h, "7d": change7d, "30d": change30d }, series: points }, first.source, first.source, market.storedAt)
     } else if (lastClose !== undefined) {
-      // No latest price (the source lists no market, or it failed and no copy is held): the last close.
-      price = lastClose[1]
-      change = changesFromSeries(series.value) // the whole fetched range: 30d needs more than days=7
-      asOf = Math.min(asOf, lastClose[0])
+      // No latest price (the source lists no market, or it failed and no copy is held): the last close,
+      // its changes measured on the whole fetched range (30d needs more than days=7).
       stale ||= latest.failure !== undefined
+      add({ symbol, id: coin.id, name: coin.name, price: lastClose[1], change: changesFromSeries(series.value), series: points }, first.source, first.source, lastClose[0])
     } else {
       unknown.push(symbol) // a coin without any price data
-      continue
     }
-    stale ||= series.stale
-    // The points themselves are frozen (held copies are), so the answer shares them.
-    sources.add(first.source)
-    rates.push({ symbol, id: coin.id, name, price, change, series: lastPoints(series.value, query.days), source: first.source })
   }
 
   // Without any rate, asOf is the clock's: the next answer differs, nothing in it is worth reusing.
   const priced = Number.isFinite(asOf)
-  // The first source's credit first, then the second's, for each that served a rate.
-  const second = gathered.secondSourcing
-  const attributions = [
-    sources.has(first.source) ? first.attribution : undefined,
-    second !== undefined && sources.has(second.source) ? second.attribution : undefined
-  ].filter((credit) => credit !== undefined)
+  // Every source used, credited once, in the order sources are asked: first, live, second.
+  const credits: Array<string> = []
+  const credited = new Set<SourceName>()
+  for (const sourcing of [first, live?.sourcing, gathered.secondSourcing]) {
+    if (sourcing === undefined || !used.has(sourcing.source) || credited.has(sourcing.source)) continue
+    credited.add(sourcing.source)
+    credits.push(sourcing.attribution)
+  }
   return Result.succeed({
     result: {
       currency: query.currency.toUpperCase(),
       days: query.days,
       interval: "daily",
       asOf: isoSeconds(priced ? asOf : gathered.startedAt),
-      source: answerSource(sources, first.source),
+      source: answerSource(used, first.source),
       stale,
       rates,
       unknown,
-      attribution: attributions.length === 0 ? first.attribution : attributions.join("; ")
+      attribution: credits.length === 0 ? first.attribution : credits.join("; ")
     },
     freshUntil: priced ? freshUntil : 0
   })

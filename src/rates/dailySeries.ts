@@ -42,3 +42,13 @@ export const changesFromSeries = (series: ReadonlyArray<DailyPoint>) => {
   const back = (days: number) => percentChange(byDay.get(last[0] - days * DAY_MS), last[1])
   return { "24h": back(1), "7d": back(7), "30d": back(30) }
 }
+
+/**
+ * % changes over 7 and 30 days of a price observed at `at` (a live quote), measured on the series: from
+ * the daily point nearest to `at` minus that many days (the feed gives the 24 h change only).
+ */
+export const changesToPrice = (series: ReadonlyArray<DailyPoint>, price: number, at: number) => {
+  const byDay = new Map(series)
+  const back = (days: number) => percentChange(byDay.get(startOfDay(at - days * DAY_MS + DAY_MS / 2)), price)
+  return { "7d": back(7), "30d": back(30) }
+}

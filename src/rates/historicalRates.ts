@@ -2,7 +2,8 @@
  * The rates use case (CONTRACT C4): one `historical` call, read top to bottom as its steps, each a
  * port (ports.ts) entered once for all the request's coins:
  *   1. currency and symbols, from lists held in memory (no upstream call);
- *   2. latest prices and 3. daily points of the coins, together;
+ *   2. latest prices: live quotes where a feed quotes the coin (no credit), the first source's for the
+ *      rest; 3. daily points of the coins, meanwhile;
  *   4. a second source for the coins the first cannot serve fresh now;
  *   5. the C4 body (answer.ts);
  *   6. the answer remembered, for the edge to repeat while it holds (answerMemo.ts).
@@ -11,9 +12,9 @@
  * Which adapters serve the ports, and in what order sources are asked, is decided in layer.ts.
  */
 import { Clock, Effect, Layer } from "effect"
-import { assembleAnswer, coinIds, notServedFresh, verdictOf } from "./answer.ts"
+import { assembleAnswer, coinIds, notServedFresh, verdictOf, wantedCoins } from "./answer.ts"
 import { RatesAnswerMemo } from "./answerMemo.ts"
-import { CoinDirectory, DailyPoints, LatestPrices, SecondSource } from "./ports.ts"
+import { CoinDirectory, DailyPoints, LatestPrices, LiveQuotes, type PricesFound, SecondSource, type Spend, type WantedCoin } from "./ports.ts"
 import { type RatesAnswer, type RatesError, RatesProvider, type RatesQuery } from "./RatesProvider.ts"
 import { Charge } from "./upstream.ts"
 
@@ -25,11 +26,22 @@ export interface HistoricalRatesOptions {
 const makeHistoricalRates = (options: HistoricalRatesOptions) =>
   Effect.gen(function*() {
     const directory = yield* CoinDirectory
+    const live = yield* LiveQuotes
     const prices = yield* LatestPrices
     const points = yield* DailyPoints
     const second = yield* SecondSource
     const answers = yield* RatesAnswerMemo
     const budget = options.requestBudgetMs
+    const noPrices: PricesFound = { latest: new Map(), failure: undefined }
+
+    /** Step 2: live quotes first; the first source's credits only for the coins they do not cover. */
+    const latestPrices = (coins: ReadonlyArray<WantedCoin>, currency: string, spend: Spend) =>
+      Effect.gen(function*() {
+        const quotes = yield* live.quotes(coins, currency, spend.deadline)
+        const rest = coins.filter((coin) => !quotes.has(coin.id)).map((coin) => coin.id)
+        const latest = rest.length === 0 ? noPrices : yield* prices.latest(rest, currency, spend)
+        return { quotes, latest }
+      })
 
     const historical = (query: RatesQuery): Effect.Effect<RatesAnswer, RatesError> =>
       Effect.gen(function*() {
@@ -48,10 +60,13 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
 
         // 2 and 3. With a second source, the first has two thirds of the budget: the rest is the second's.
         const first = { charge, deadline: second.sourcing === undefined ? deadline : startedAt + (budget * 2) / 3 }
-        const [latest, charts] = yield* Effect.all([prices.latest(ids, currency, first), points.series(ids, currency, first)], { concurrency: 2 })
+        const [{ latest, quotes }, charts] = yield* Effect.all([
+          latestPrices(wantedCoins(resolved), currency, first),
+          points.series(ids, currency, first)
+        ], { concurrency: 2 })
 
         // 4. Only for what the first source could not serve fresh: when it serves, the second is never asked.
-        const wanted = second.sourcing === undefined ? [] : notServedFresh(resolved, latest, charts)
+        const wanted = second.sourcing === undefined ? [] : notServedFresh(resolved, quotes, latest, charts)
         const fallback = wanted.length === 0 ? undefined : yield* second.ratesFor(wanted, currency, deadline)
 
         // 5. The C4 body.
@@ -60,6 +75,7 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
           startedAt,
           first: prices,
           resolved,
+          live: live.sourcing === undefined ? undefined : { quotes, sourcing: live.sourcing },
           latest,
           charts,
           second: fallback,
@@ -81,5 +97,5 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
 export const layer = (options: HistoricalRatesOptions): Layer.Layer<
   RatesProvider,
   never,
-  CoinDirectory | LatestPrices | DailyPoints | SecondSource | RatesAnswerMemo
+  CoinDirectory | LiveQuotes | LatestPrices | DailyPoints | SecondSource | RatesAnswerMemo
 > => Layer.effect(RatesProvider, makeHistoricalRates(options))

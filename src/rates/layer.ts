@@ -1,8 +1,10 @@
 /**
  * The rates capability wired: the use case (historicalRates.ts) over its ports (ports.ts), each served
  * by an adapter, as configured. The order of sources is stated here and only here:
- *   1. CoinGecko for every step: the currency and symbols, latest prices, daily points (coingecko/);
- *   2. for the coins it cannot serve now, Coinbase Exchange (coinbase/, `RATES_FALLBACK=coinbase`, the
+ *   1. latest prices: Coinbase Exchange's live quotes first, for the pairs it lists (coinbase/liveQuotes.ts,
+ *      `COINBASE_WS_URL`, the public feed by default; `none`: no live quotes);
+ *   2. CoinGecko for every step: the currency and symbols, the other latest prices, daily points (coingecko/);
+ *   3. for the coins it cannot serve now, Coinbase Exchange (coinbase/, `RATES_FALLBACK=coinbase`, the
  *      default), or none (`RATES_FALLBACK=none`).
  * Where copies and guards live: in memory for one instance, through Redis for several (`layerRedis`);
  * the month's credits in the `DurableCell` and the kept history in the `DailyHistory` given.
@@ -14,6 +16,8 @@ import type { DurableCell } from "../platform/durableCell/DurableCell.ts"
 import { RatesAnswerMemo } from "./answerMemo.ts"
 import { CoinbaseClient } from "./coinbase/CoinbaseClient.ts"
 import { CoinbaseConfig } from "./coinbase/CoinbaseConfig.ts"
+import * as CoinbaseLiveQuotes from "./coinbase/liveQuotes.ts"
+import { CoinbaseProducts } from "./coinbase/products.ts"
 import * as CoinbaseSecondSource from "./coinbase/secondSource.ts"
 import { CoinGeckoClient } from "./coingecko/CoinGeckoClient.ts"
 import { CoinGeckoConfig } from "./coingecko/CoinGeckoConfig.ts"
@@ -24,15 +28,23 @@ import { MonthlyBudget } from "./coingecko/credits/MonthlyBudget.ts"
 import { CopyStore } from "./copies/CopyStore.ts"
 import * as HistoricalRates from "./historicalRates.ts"
 import type { DailyHistory } from "./history/DailyHistory.ts"
-import { SecondSource } from "./ports.ts"
+import { LiveQuotes, SecondSource } from "./ports.ts"
 import type { RatesProvider } from "./RatesProvider.ts"
 
-/** The second source, by `RATES_FALLBACK`, over the Coinbase client given (memory or Redis guards); built only when used. */
-const secondSource = <R>(client: Layer.Layer<CoinbaseClient, never, R>) =>
-  Layer.unwrap(
-    Effect.map(CoinbaseConfig, (config) =>
-      config.fallback === "none" ? SecondSource.layerNone : CoinbaseSecondSource.layer.pipe(Layer.provide(client)))
+/**
+ * What Coinbase serves, over the Coinbase client given (memory or Redis guards), built only when used:
+ * the live quotes by `COINBASE_WS_URL`, the second source by `RATES_FALLBACK`. Both share one client (one
+ * 10-a-second bucket) and one product list: Layers are built once per build.
+ */
+const coinbaseSources = <R>(client: Layer.Layer<CoinbaseClient, never, R>) => {
+  const coinbase = Layer.merge(client, CoinbaseProducts.layer.pipe(Layer.provide(client)))
+  return Layer.mergeAll(
+    Layer.unwrap(Effect.map(CoinbaseConfig, (config) =>
+      config.feedUrl === undefined ? LiveQuotes.layerNone : CoinbaseLiveQuotes.layer(config.feedUrl).pipe(Layer.provide(coinbase)))),
+    Layer.unwrap(Effect.map(CoinbaseConfig, (config) =>
+      config.fallback === "none" ? SecondSource.layerNone : CoinbaseSecondSource.layer.pipe(Layer.provide(coinbase))))
   )
+}
 
 /** The use case, its request budget from configuration. */
 const useCase = Layer.unwrap(Effect.map(CoinGeckoConfig, (config) => HistoricalRates.layer({ requestBudgetMs: config.requestBudgetMs })))
@@ -47,7 +59,7 @@ const wired = <R>(coinbaseClient: Layer.Layer<CoinbaseClient, never, R>) =>
       CoinGeckoDirectory.layer,
       CoinGeckoLatestPrices.layer,
       CoinGeckoDailyPoints.layer,
-      secondSource(coinbaseClient),
+      coinbaseSources(coinbaseClient),
       RatesAnswerMemo.layer
     ))
   )

@@ -2,7 +2,8 @@
  * The ports the rates use case (historicalRates.ts) calls, one per step, each a service whose live
  * Layer is an adapter of one source (coingecko/, coinbase/) and whose test Layer is a fake:
  *   1. `CoinDirectory`: is the currency quoted, which coin is each symbol (lists held, no call);
- *   2. `LatestPrices`: the latest price and % changes of the coins;
+ *   2. `LiveQuotes`: the latest price and 24 h change of the coins a live feed quotes (no credit spent),
+ *      then `LatestPrices`: the latest price and % changes of the others;
  *   3. `DailyPoints`: the year of daily points of the coins;
  *   4. `SecondSource`: a whole rate for the coins the first source cannot serve now.
  * Each takes the request's coins at once (one step, one call) and says who pays for what it fetches
@@ -65,6 +66,30 @@ export class LatestPrices extends Context.Service<LatestPrices, Sourcing & {
   /** Never fails: see `failure`. */
   readonly latest: (ids: ReadonlyArray<string>, currency: string, spend: Spend) => Effect.Effect<PricesFound>
 }>()("app/rates/LatestPrices") {}
+
+/** A coin's price as a live source quotes it: its last trade, and the change over 24 hours in %. */
+export interface LiveQuote {
+  readonly price: number
+  readonly change24h: number | null
+}
+
+export class LiveQuotes extends Context.Service<LiveQuotes, {
+  /** Which source it is, and its attribution; none: no live quotes (`COINBASE_WS_URL=none`). */
+  readonly sourcing: Sourcing | undefined
+  /**
+   * The coins of `coins` quoted live in `currency` (lower-case), each with when its price was observed
+   * (`storedAt`) and until when an answer may repeat it (`holdsUntil`). A coin the source does not
+   * quote, or whose quote cannot be had by `deadline` (epoch ms), is absent: the next port prices it.
+   * Never fails.
+   */
+  readonly quotes: (coins: ReadonlyArray<WantedCoin>, currency: string, deadline: number) => Effect.Effect<ReadonlyMap<string, Served<LiveQuote>>>
+}>()("app/rates/LiveQuotes") {
+  /** No live quotes: every latest price is `LatestPrices`'. */
+  static readonly layerNone: Layer.Layer<LiveQuotes> = Layer.succeed(LiveQuotes)({
+    sourcing: undefined,
+    quotes: () => Effect.succeed(new Map())
+  })
+}
 
 /** Daily points `[00:00 UTC, price]`, oldest first, a year of them; null when the source has no such coin. */
 export type Chart = ReadonlyArray<DailyPoint> | null

@@ -43,7 +43,9 @@ const rateFor = (symbol: string, days: number, fx: number) => {
     price: Math.round(coin.basePriceUsd * fx * 1.005 * 100) / 100,
     change: { "24h": 1.5, "7d": -2.25, "30d": 10 },
     series,
-    source: "coingecko" as const
+    source: "coingecko" as const,
+    sources: { price: "coingecko" as const, series: "coingecko" as const },
+    asOf: TEST_AS_OF
   }
 }
 

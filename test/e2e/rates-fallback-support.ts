@@ -67,7 +67,7 @@ export const startFallbackApp = async (options: {
   }
   const rates = Rates.layerConfigured.pipe(
     Layer.provide(Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layerWith(options.coinbaseGuards ?? {}))),
-    Layer.provide(configFrom({ ...options.coinGeckoEnv, COINBASE_BASE_URL: options.coinbaseUrl })),
+    Layer.provide(configFrom({ COINBASE_WS_URL: "none", ...options.coinGeckoEnv, COINBASE_BASE_URL: options.coinbaseUrl })),
     Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, Layer.succeed(DailyHistory)(history), Layer.succeed(DurableCell)(cell)))
   )
   // One clock for the requests and for the background work the Layers start (the lists' loads, refreshes).

@@ -118,15 +118,23 @@ describe("every example", () => {
     expect(doc.components.schemas.ExchangeRatesResponse.examples[0].rates[0].series).toHaveLength(7)
   })
 
-  it("say where each rate comes from: a source per rate, the answer's coingecko, coinbase or mixed (CONTRACT C4)", () => {
+  it("say where each rate comes from: its price's and its series' sources, when its price was observed, the answer's coingecko, coinbase or mixed (CONTRACT C4)", () => {
     const answer = doc.components.schemas.ExchangeRatesResponse
     const rate = schemaOf(answer.properties.rates.items.$ref ?? "") ?? answer.properties.rates.items
-    expect(rate.required).toContain("source")
-    expect(rate.properties.source.enum).toEqual(["coingecko", "coinbase"])
+    expect(rate.required).toEqual(expect.arrayContaining(["source", "sources", "asOf"]))
+    expect(rate.properties.source.enum).toEqual(["coingecko", "coinbase", "mixed"])
+    expect(rate.properties.sources.properties.price.enum).toEqual(["coingecko", "coinbase"])
+    expect(rate.properties.sources.properties.series.enum).toEqual(["coingecko", "coinbase"])
+    expect(rate.properties.asOf.format).toBe("date-time")
     expect(answer.properties.source.enum).toEqual(["coingecko", "coinbase", "mixed"])
-    const mixed = answer.examples.find((example: any) => example.source === "mixed")
-    expect(mixed.rates.map((r: any) => r.source)).toEqual(["coingecko", "coinbase"])
-    expect(mixed.attribution).toMatch(/CoinGecko.*Coinbase Exchange/)
+    const live = answer.examples.find((example: any) => example.rates.some((r: any) => r.sources.price !== r.sources.series))
+    expect(live.rates[0]).toMatchObject({ source: "mixed", sources: { price: "coinbase", series: "coingecko" } })
+    for (const example of answer.examples) {
+      // asOf is the oldest price's observation; each rate's source is its price's and series' one, or mixed.
+      expect(example.asOf).toBe(example.rates.map((r: any) => r.asOf).sort()[0])
+      for (const r of example.rates) expect(r.source).toBe(r.sources.price === r.sources.series ? r.sources.price : "mixed")
+      expect(example.attribution).toMatch(example.source === "mixed" ? /CoinGecko.*Coinbase Exchange/ : /./)
+    }
   })
 })
 

@@ -42,7 +42,7 @@ const coinbaseRate: SecondOutcome = {
 describe("answer with a second source", () => {
   it("asks nothing when CoinGecko served every coin fresh", () => {
     const g = gathered({})
-    expect(notServedFresh(g.resolved, g.latest, g.charts)).toEqual([])
+    expect(notServedFresh(g.resolved, new Map(), g.latest, g.charts)).toEqual([])
   })
 
   it("asks for coins whose chart failed, whose copy is stale, or whose latest call failed; never for a 404", () => {
@@ -50,9 +50,9 @@ describe("answer with a second source", () => {
       latest: { latest: new Map([["bitcoin", { ...latestOf(1), stale: true }]]), failure: down },
       charts: chartsOf([["bitcoin", Result.succeed(fresh(series))], ["ethereum", Result.fail(down)]])
     })
-    expect(notServedFresh(g.resolved, g.latest, g.charts)).toEqual([{ symbol: "BTC", id: "bitcoin" }, { symbol: "ETH", id: "ethereum" }])
+    expect(notServedFresh(g.resolved, new Map(), g.latest, g.charts)).toEqual([{ symbol: "BTC", id: "bitcoin" }, { symbol: "ETH", id: "ethereum" }])
     const missing = gathered({ charts: chartsOf([["bitcoin", Result.succeed(fresh(null))], ["ethereum", Result.succeed(fresh(series))]]) })
-    expect(notServedFresh(missing.resolved, missing.latest, missing.charts)).toEqual([])
+    expect(notServedFresh(missing.resolved, new Map(), missing.latest, missing.charts)).toEqual([])
   })
 
   it("one rate from each: source mixed, both attributed, the Coinbase rate held no longer than its minute", () => {
@@ -94,5 +94,59 @@ describe("answer with a second source", () => {
     expect(answerSource(new Set(), "coingecko")).toBe("coingecko")
     expect(answerSource(new Set(["coinbase"] as const), "coingecko")).toBe("coinbase")
     expect(answerSource(new Set(["coinbase", "coingecko"] as const), "coingecko")).toBe("mixed")
+  })
+})
+
+describe("answer with live quotes (issue 28)", () => {
+  const live = { sourcing: secondSourcing, quotes: new Map([["bitcoin", { value: { price: 64_321.5, change24h: 1.25 }, storedAt: T - 2_000, stale: false, holdsUntil: T + 1_000 }]]) }
+
+  it("a live quote is the rate's price and 24 h change; its series stays the first source's: the rate says both, and when its price was observed", () => {
+    const answer = assembleAnswer(gathered({ live, latest: { latest: new Map([["ethereum", latestOf(3_000)]]), failure: undefined } }))
+    if (Result.isFailure(answer)) throw answer.failure
+    const { freshUntil, result } = answer.success
+    const [btc, eth] = result.rates
+    expect(btc).toMatchObject({ price: 64_321.5, source: "mixed", sources: { price: "coinbase", series: "coingecko" }, asOf: "2026-11-22T09:59:58Z" })
+    expect(btc!.change["24h"]).toBe(1.25)
+    expect(eth).toMatchObject({ price: 3_000, source: "coingecko", sources: { price: "coingecko", series: "coingecko" }, asOf: "2026-11-22T10:00:00Z" })
+    expect(result.source).toBe("mixed")
+    expect(result.attribution).toBe("Data provided by CoinGecko; Data provided by Coinbase Exchange")
+    // asOf: the oldest price observed; repeated for a second at most (a new tick may change it).
+    expect(result.asOf).toBe("2026-11-22T09:59:58Z")
+    expect(freshUntil).toBe(T + 1_000)
+  })
+
+  it("7 d and 30 d changes of a live price are measured on the series, from the point nearest that many days before", () => {
+    const year = Array.from({ length: 40 }, (_, i) => [T - (T % DAY) - (39 - i) * DAY, 100 + i] as const)
+    const answer = assembleAnswer(gathered({
+      live,
+      query: { symbols: ["BTC"], currency: "usd", days: 2 },
+      charts: chartsOf([["bitcoin", Result.succeed(fresh(year))]])
+    }))
+    if (Result.isFailure(answer)) throw answer.failure
+    const change = answer.success.result.rates[0]!.change
+    const weekAgo = 100 + 39 - 7
+    const monthAgo = 100 + 39 - 30
+    expect(change["7d"]).toBeCloseTo(((64_321.5 - weekAgo) / weekAgo) * 100, 9)
+    expect(change["30d"]).toBeCloseTo(((64_321.5 - monthAgo) / monthAgo) * 100, 9)
+  })
+
+  it("a coin with a live quote needs no fresh latest price of the first source: only its chart decides whether the second is asked", () => {
+    const g = gathered({ live, latest: { latest: new Map(), failure: down } })
+    expect(notServedFresh(g.resolved, live.quotes, g.latest, g.charts)).toEqual([{ symbol: "ETH", id: "ethereum" }])
+    const staleChart = gathered({ live, charts: chartsOf([["bitcoin", Result.succeed({ ...fresh(series), stale: true })], ["ethereum", Result.succeed(fresh(series))]]) })
+    expect(notServedFresh(staleChart.resolved, live.quotes, staleChart.latest, staleChart.charts)).toEqual([{ symbol: "BTC", id: "bitcoin" }])
+  })
+
+  it("every rate from Coinbase (live price, its series as the second source's): one source, credited once", () => {
+    const answer = assembleAnswer(gathered({
+      live,
+      query: { symbols: ["BTC", "ETH"], currency: "usd", days: 2 },
+      charts: chartsOf([["bitcoin", Result.succeed(fresh(series))], ["ethereum", Result.fail(down)]]),
+      second: new Map([["ethereum", coinbaseRate]]),
+      first: { source: "coingecko", attribution: "Data provided by CoinGecko" }
+    }))
+    if (Result.isFailure(answer)) throw answer.failure
+    expect(answer.success.result.attribution).toBe("Data provided by CoinGecko; Data provided by Coinbase Exchange")
+    expect(answer.success.result.rates.map((r) => r.sources)).toEqual([{ price: "coinbase", series: "coingecko" }, { price: "coinbase", series: "coinbase" }])
   })
 })

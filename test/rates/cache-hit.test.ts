@@ -92,7 +92,7 @@ const providerOver = (upstream: Layer.Layer<CoinGeckoClient>) =>
     Layer.provide(Layer.mergeAll(
       upstream,
       coinGeckoConfigFrom({ COINGECKO_LATEST_TTL_S: String(LATEST_TTL_S) }),
-      CoinbaseConfig.layer.pipe(Layer.provide(configFrom({ RATES_FALLBACK: "none" }))),
+      CoinbaseConfig.layer.pipe(Layer.provide(configFrom({ RATES_FALLBACK: "none", COINBASE_WS_URL: "none" }))),
       DailyHistory.layerMemory,
       MonthlyBudget.layerMemory(1_000_000_000),
       NodeHttpClient.layerUndici

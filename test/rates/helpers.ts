@@ -1,7 +1,7 @@
 /**
  * Shared set-up for the rates tests: the live rates capability (src/rates/layer.ts) over real HTTP
  * against the emulator, with short timeouts so every fault case finishes in about a second. CoinGecko
- * alone unless the environment names a second source (`RATES_FALLBACK`).
+ * alone unless the environment names a second source (`RATES_FALLBACK`) or a live feed (`COINBASE_WS_URL`).
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Layer, Option, type Schema } from "effect"
@@ -47,18 +47,18 @@ export const healthyEnv = (baseUrl: string, overrides: Env = {}): Env =>
  */
 export const liveRates = (env: Env, now?: number) => {
   const rates = Rates.layer.pipe(
-    Layer.provide(configFrom({ RATES_FALLBACK: "none", ...env })),
+    Layer.provide(configFrom({ RATES_FALLBACK: "none", COINBASE_WS_URL: "none", ...env })),
     Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, DailyHistory.layerMemory, durableCellMemory))
   )
   return now === undefined ? rates : Layer.merge(rates, clockLayerFrom(now))
 }
 
 /** The live capability with CoinGecko alone (no second source), configured from the ConfigProvider. */
-export const coinGeckoAlone = Rates.layerConfigured.pipe(Layer.provide(Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layerWith({ fallback: "none" }))))
+export const coinGeckoAlone = Rates.layerConfigured.pipe(Layer.provide(Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layerWith({ fallback: "none", feedUrl: undefined }))))
 
 /** The same, its copies and guards shared through Redis under `keyPrefix`. */
 export const coinGeckoAloneRedis = (keyPrefix: string) =>
-  Rates.layerRedisConfigured(keyPrefix).pipe(Layer.provide(Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layerWith({ fallback: "none" }))))
+  Rates.layerRedisConfigured(keyPrefix).pipe(Layer.provide(Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layerWith({ fallback: "none", feedUrl: undefined }))))
 
 /** `CoinGeckoConfig` read from `env` alone. */
 export const coinGeckoConfigFrom = (env: Env) => CoinGeckoConfig.layer.pipe(Layer.provide(configFrom(env)))
@@ -92,7 +92,7 @@ export const makeAgeableCache = () => {
 export const liveRatesWithCache = (env: Env, cache: Layer.Layer<CopyStore>) =>
   Rates.layerOverStore.pipe(
     Layer.provide(Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layer)),
-    Layer.provide(configFrom({ RATES_FALLBACK: "none", ...env })),
+    Layer.provide(configFrom({ RATES_FALLBACK: "none", COINBASE_WS_URL: "none", ...env })),
     Layer.provide(Layer.mergeAll(cache, NodeHttpClient.layerUndici, DailyHistory.layerMemory, durableCellMemory))
   )
 

@@ -9,7 +9,7 @@ import { Effect, Layer, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { RatesAnswerMemo } from "../../src/rates/answerMemo.ts"
 import * as HistoricalRates from "../../src/rates/historicalRates.ts"
-import { type Chart, CoinDirectory, DailyPoints, type Latest, LatestPrices, SecondSource, type Served, type Spend } from "../../src/rates/ports.ts"
+import { type Chart, CoinDirectory, DailyPoints, type Latest, LatestPrices, type LiveQuote, LiveQuotes, SecondSource, type Served, type Spend } from "../../src/rates/ports.ts"
 import { RatesProvider } from "../../src/rates/RatesProvider.ts"
 import { SourceError } from "../../src/rates/upstream.ts"
 
@@ -22,8 +22,11 @@ interface Visit {
   readonly args: ReadonlyArray<unknown>
 }
 
-/** Fakes of every port, recording each visit; `failing` coins have no series from the first source. */
-const recordingPorts = (options: { readonly failing?: ReadonlyArray<string>; readonly second?: boolean } = {}) => {
+/**
+ * Fakes of every port, recording each visit; `failing` coins have no series from the first source;
+ * `quoted` coins have a live quote.
+ */
+const recordingPorts = (options: { readonly failing?: ReadonlyArray<string>; readonly second?: boolean; readonly quoted?: ReadonlyArray<string> } = {}) => {
   const visits: Array<Visit> = []
   const visit = (port: string, ...args: ReadonlyArray<unknown>) => Effect.sync(() => void visits.push({ port, args }))
   const fresh = <A>(value: A): Served<A> => ({ value, storedAt: NOW, stale: false, holdsUntil: NOW + 60_000 })
@@ -34,6 +37,15 @@ const recordingPorts = (options: { readonly failing?: ReadonlyArray<string>; rea
       checkCurrency: (currency, deadline) => visit("CoinDirectory.checkCurrency", currency, deadline),
       resolve: (symbols, deadline) =>
         Effect.as(visit("CoinDirectory.resolve", symbols, deadline), { coins: new Map(symbols.map((s) => [s, coins.get(s) ?? null] as const)) })
+    }),
+    options.quoted === undefined ? LiveQuotes.layerNone : Layer.succeed(LiveQuotes)({
+      sourcing: { source: "coinbase", attribution: "Data provided by Coinbase Exchange" },
+      quotes: (wanted, currency, deadline) =>
+        Effect.as(
+          visit("LiveQuotes.quotes", wanted, currency, deadline),
+          new Map(wanted.filter((coin) => options.quoted!.includes(coin.id)).map((coin) =>
+            [coin.id, { value: { price: 101, change24h: 0.5 }, storedAt: NOW - 1_000, stale: false, holdsUntil: NOW + 1_000 } satisfies Served<LiveQuote>] as const))
+        )
     }),
     Layer.succeed(LatestPrices)({
       ...first,
@@ -81,7 +93,7 @@ const recordingPorts = (options: { readonly failing?: ReadonlyArray<string>; rea
   return { layer, visits }
 }
 
-const useCase = (ports: Layer.Layer<CoinDirectory | LatestPrices | DailyPoints | SecondSource | RatesAnswerMemo>) =>
+const useCase = (ports: Layer.Layer<CoinDirectory | LiveQuotes | LatestPrices | DailyPoints | SecondSource | RatesAnswerMemo>) =>
   HistoricalRates.layer({ requestBudgetMs: BUDGET_MS }).pipe(Layer.provide(ports))
 
 const ask = Effect.flatMap(RatesProvider, (rates) => rates.historical({ symbols: ["BTC", "ETH"], currency: "usd", days: 7, caller: "ip:198.51.100.7" }))
@@ -147,6 +159,42 @@ describe("the rates use case over its ports", () => {
       assert.strictEqual(failure._tag, "RatesUpstreamError")
       assert.strictEqual((ports.visits[2]!.args[2] as Spend).deadline, NOW + BUDGET_MS)
       assert.notInclude(ports.visits.map((v) => v.port), "RatesAnswerMemo.remember")
+    }).pipe(Effect.provide(useCase(ports.layer)))
+  })
+
+  it.effect("live quotes are asked first, for every coin; the first source's latest prices only for the coins they do not cover", () => {
+    const ports = recordingPorts({ quoted: ["bitcoin"] })
+    return Effect.gen(function*() {
+      yield* TestClock.setTime(NOW)
+      const { result } = yield* ask
+      const order = ports.visits.map((v) => v.port)
+      assert.isBelow(order.indexOf("LiveQuotes.quotes"), order.indexOf("LatestPrices.latest"))
+      assert.deepStrictEqual(order.filter((port) => port !== "DailyPoints.series"), [
+        "CoinDirectory.checkCurrency",
+        "CoinDirectory.resolve",
+        "LiveQuotes.quotes",
+        "LatestPrices.latest",
+        "RatesAnswerMemo.remember"
+      ])
+      const quotes = ports.visits.find((v) => v.port === "LiveQuotes.quotes")!
+      assert.deepStrictEqual(quotes.args.slice(0, 2), [[{ symbol: "BTC", id: "bitcoin" }, { symbol: "ETH", id: "ethereum" }], "usd"])
+      const latest = ports.visits.find((v) => v.port === "LatestPrices.latest")!
+      assert.deepStrictEqual(latest.args.slice(0, 2), [["ethereum"], "usd"])
+      assert.deepStrictEqual(result.rates.map((r) => [r.symbol, r.price, r.sources.price, r.sources.series]), [
+        ["BTC", 101, "coinbase", "coingecko"],
+        ["ETH", 100, "coingecko", "coingecko"]
+      ])
+    }).pipe(Effect.provide(useCase(ports.layer)))
+  })
+
+  it.effect("every coin quoted live: the first source's latest prices are not asked at all", () => {
+    const ports = recordingPorts({ quoted: ["bitcoin", "ethereum"] })
+    return Effect.gen(function*() {
+      yield* TestClock.setTime(NOW)
+      const { freshUntil, result } = yield* ask
+      assert.notInclude(ports.visits.map((v) => v.port), "LatestPrices.latest")
+      assert.strictEqual(result.attribution, "Data provided by CoinGecko; Data provided by Coinbase Exchange")
+      assert.strictEqual(freshUntil, NOW + 1_000, "a new tick may change the answer a second later")
     }).pipe(Effect.provide(useCase(ports.layer)))
   })
 

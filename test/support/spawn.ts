@@ -53,7 +53,8 @@ export const unprivilegedCanRunNode = (): boolean =>
  */
 export const OFFLINE_UPSTREAMS = {
   COINGECKO_BASE_URL: "http://127.0.0.1:9/unused",
-  COINBASE_BASE_URL: "http://127.0.0.1:9/unused"
+  COINBASE_BASE_URL: "http://127.0.0.1:9/unused",
+  COINBASE_WS_URL: "none"
 } as const
 
 /** Starts the service and waits until it listens; rejects with its output if it exits first. */

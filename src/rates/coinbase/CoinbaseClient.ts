@@ -22,6 +22,9 @@ import { type Candle, type CoinbaseProduct, decodeCandles, decodeProducts, decod
 
 export type { CoinbaseProduct, Stats } from "./responses.ts"
 
+/** How an answer credits Coinbase Exchange, whichever of its data it used. */
+export const COINBASE_ATTRIBUTION = "Data provided by Coinbase Exchange"
+
 export interface CoinbaseClientShape {
   /** The products Coinbase trades now: one attempt (the list is held by products.ts). */
   readonly products: Effect.Effect<ReadonlyArray<CoinbaseProduct>, SourceError>

@@ -3,15 +3,23 @@
  * "Second source"): where it is and whether it is used, read from the current `ConfigProvider`; every
  * bad variable is reported by name at start-up (src/checkConfiguration.ts).
  *
- * Only the two variables of the contract are read. The rest are Coinbase's documented public limits
+ * Only the three variables of the contract are read. The rest are Coinbase's documented public limits
  * (10 requests/s per address, 300 candles a call) and our guards around them: fixed here, overridable
  * by a test through `CoinbaseConfig.layerWith`.
  */
-import { Config, Context, Effect, Layer } from "effect"
+import { Config, Context, Effect, Layer, Result } from "effect"
 import type { ConfigInvalid } from "../../config/ConfigInvalid.ts"
-import { httpUrl, oneOf, readAll } from "../../config/read.ts"
+import { httpUrl, oneOf, parsed, readAll } from "../../config/read.ts"
 
 const COINBASE_EXCHANGE_BASE_URL = "https://api.exchange.coinbase.com"
+const COINBASE_EXCHANGE_FEED_URL = "wss://ws-feed.exchange.coinbase.com"
+
+/** `none`, or an absolute ws(s) URL. */
+const feedUrl = parsed("COINBASE_WS_URL", "an absolute ws(s) URL or none", (raw) => {
+  if (raw === "none") return Result.succeed(undefined)
+  const url = URL.canParse(raw) ? new URL(raw) : undefined
+  return url !== undefined && (url.protocol === "ws:" || url.protocol === "wss:") ? Result.succeed(url.href) : Result.fail(undefined)
+})
 
 const RatesFallbacks = ["coinbase", "none"] as const
 type RatesFallback = (typeof RatesFallbacks)[number]
@@ -21,6 +29,21 @@ export interface CoinbaseConfigShape {
   readonly baseUrl: string
   /** `coinbase`: majors are answered from Coinbase when CoinGecko cannot; `none`: never asked. */
   readonly fallback: RatesFallback
+  /** The public feed's URL, for live quotes; undefined (`none`): no live quotes. */
+  readonly feedUrl: string | undefined
+  /** A pair without a tick or heartbeat this long is down: its price comes from the REST ticker. */
+  readonly pairSilenceMs: number
+  /** A connection that says nothing this long is dead (heartbeats come every second per pair). */
+  readonly feedSilenceMs: number
+  /** A feed connection not open by then has failed. */
+  readonly feedOpenTimeoutMs: number
+  /** First wait before reconnecting; doubles while connecting fails, up to `feedMaxRetryMs` (jittered ±20 %). */
+  readonly feedFirstRetryMs: number
+  readonly feedMaxRetryMs: number
+  /** Pairs followed on the feed at most: the curated majors in USD and EUR, then those asked. */
+  readonly feedMaxPairs: number
+  /** How long a REST ticker's price serves while the feed is down for its pair. */
+  readonly restQuoteMs: number
   /** Time allowed for one HTTP attempt (headers and body). */
   readonly attemptTimeoutMs: number
   /** Wall-clock budget of one logical call, retries and waits for a rate token included. */
@@ -46,7 +69,14 @@ export interface CoinbaseConfigShape {
 }
 
 /** The guards, fixed (see the header). */
-const coinbaseDefaults: Omit<CoinbaseConfigShape, "baseUrl" | "fallback"> = {
+const coinbaseDefaults: Omit<CoinbaseConfigShape, "baseUrl" | "fallback" | "feedUrl"> = {
+  pairSilenceMs: 30_000,
+  feedSilenceMs: 10_000,
+  feedOpenTimeoutMs: 10_000,
+  feedFirstRetryMs: 1_000,
+  feedMaxRetryMs: 25_000,
+  feedMaxPairs: 150,
+  restQuoteMs: 30_000,
   attemptTimeoutMs: 3_000,
   requestBudgetMs: 8_000,
   retries: 2,
@@ -63,7 +93,8 @@ const coinbaseDefaults: Omit<CoinbaseConfigShape, "baseUrl" | "fallback"> = {
 export const readCoinbaseConfig: Effect.Effect<CoinbaseConfigShape, ConfigInvalid> = Effect.map(
   readAll({
     baseUrl: httpUrl("COINBASE_BASE_URL").pipe(Config.withDefault(COINBASE_EXCHANGE_BASE_URL)),
-    fallback: oneOf("RATES_FALLBACK", RatesFallbacks, "coinbase")
+    fallback: oneOf("RATES_FALLBACK", RatesFallbacks, "coinbase"),
+    feedUrl: feedUrl.pipe(Config.withDefault(COINBASE_EXCHANGE_FEED_URL))
   }),
   (read) => ({ ...coinbaseDefaults, ...read })
 )

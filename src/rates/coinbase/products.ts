@@ -8,18 +8,19 @@
  * A read finding nothing held waits (until its deadline) only for a load running or due, else fails
  * `unavailable` with the time until the next attempt.
  */
-import { Duration, Effect, Schema } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
 import { makeCopies } from "../copies/Copies.ts"
+import type { CopyStore } from "../copies/CopyStore.ts"
 import { curatedCoins } from "../symbols.ts"
 import { Charge, SourceError } from "../upstream.ts"
-import type { CoinbaseClientShape, CoinbaseProduct } from "./CoinbaseClient.ts"
-import type { CoinbaseConfigShape } from "./CoinbaseConfig.ts"
+import { CoinbaseClient, type CoinbaseClientShape, type CoinbaseProduct } from "./CoinbaseClient.ts"
+import { CoinbaseConfig, type CoinbaseConfigShape } from "./CoinbaseConfig.ts"
 
 const PRODUCTS = "rates:v2:coinbase-products"
 const Products = Schema.Array(Schema.Struct({ id: Schema.String, base: Schema.String, quote: Schema.String }))
 
 /** The pairs a landing page needs most: curated coins (symbols.ts) quoted in USD or EUR. */
-const majorsOf = (list: ReadonlyArray<CoinbaseProduct>) =>
+export const majorsOf = (list: ReadonlyArray<CoinbaseProduct>): ReadonlyArray<string> =>
   list.filter((p) => curatedCoins.has(p.base) && (p.quote === "USD" || p.quote === "EUR")).map((p) => p.id)
 
 /** Whether a fresh list may replace the one held: not when empty, nor when it keeps under half of the majors held. */
@@ -56,15 +57,36 @@ export const makeProducts = (client: CoinbaseClientShape, config: CoinbaseConfig
       return lookup
     }
 
-    /** The product quoting `base` in `quote` (any case), or undefined when Coinbase does not list it. */
-    const productFor = (base: string, quote: string, deadline: number): Effect.Effect<CoinbaseProduct | undefined, SourceError> =>
+    /** The list held, else the first load waited for until `deadline`; `unavailable` without one. */
+    const list = (deadline: number): Effect.Effect<ReadonlyArray<CoinbaseProduct>, SourceError> =>
       copies.get(PRODUCTS, Charge.background, deadline).pipe(
-        Effect.map((held) => lookupOf(held.value).get(`${base.toUpperCase()}-${quote.toUpperCase()}`)),
+        Effect.map((held) => held.value),
         Effect.catch(() =>
           Effect.flatMap(copies.retryAfterSeconds(PRODUCTS), (retryAfterSeconds) =>
             Effect.fail(new SourceError({ source: "coinbase", kind: "unavailable", detail: "the Coinbase product list is not loaded yet", retryAfterSeconds })))
         )
       )
+    const key = (base: string, quote: string) => `${base.toUpperCase()}-${quote.toUpperCase()}`
 
-    return { productFor }
+    return {
+      list,
+      /** The product quoting `base` in `quote` (any case), or undefined when Coinbase does not list it. */
+      productFor: (base: string, quote: string, deadline: number): Effect.Effect<CoinbaseProduct | undefined, SourceError> =>
+        Effect.map(list(deadline), (held) => lookupOf(held).get(key(base, quote))),
+      /** The same from the list held now, never waiting: undefined also while no list is held. */
+      productHeld: (base: string, quote: string): Effect.Effect<CoinbaseProduct | undefined> =>
+        Clock.currentTimeMillis.pipe(
+          Effect.flatMap((now) => list(now)),
+          Effect.map((held) => lookupOf(held).get(key(base, quote))),
+          Effect.catch(() => Effect.succeed(undefined))
+        )
+    }
   })
+
+/** One product list per instance, for every use of Coinbase (the second source, the live quotes). */
+export class CoinbaseProducts extends Context.Service<CoinbaseProducts, Effect.Success<ReturnType<typeof makeProducts>>>()("app/rates/CoinbaseProducts") {
+  static readonly layer: Layer.Layer<CoinbaseProducts, never, CoinbaseClient | CoinbaseConfig | CopyStore> = Layer.effect(
+    CoinbaseProducts,
+    Effect.flatMap(Effect.all([CoinbaseClient, CoinbaseConfig]), ([client, config]) => makeProducts(client, config))
+  )
+}

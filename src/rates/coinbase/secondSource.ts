@@ -23,11 +23,10 @@ import { type SecondOutcome, type SecondRate, SecondSource, type WantedCoin } fr
 import { curatedCoinFor } from "../symbols.ts"
 import { Charge, SourceError } from "../upstream.ts"
 import { asMidnightPoints, change24h } from "./candles.ts"
-import { CoinbaseClient, type Stats } from "./CoinbaseClient.ts"
+import { COINBASE_ATTRIBUTION, CoinbaseClient, type Stats } from "./CoinbaseClient.ts"
 import { CoinbaseConfig } from "./CoinbaseConfig.ts"
-import { makeProducts } from "./products.ts"
+import { CoinbaseProducts } from "./products.ts"
 
-const COINBASE_ATTRIBUTION = "Data provided by Coinbase Exchange"
 
 /** How long a Coinbase price, and an answer made of it, is reused: a minute. */
 const STATS_REUSE_MS = 60_000
@@ -52,7 +51,7 @@ const seriesTiming = (_: ReadonlyArray<DailyPoint>, storedAt: number): Timing =>
 const makeCoinbaseSource = Effect.gen(function*() {
   const config = yield* CoinbaseConfig
   const client = yield* CoinbaseClient
-  const products = yield* makeProducts(client, config)
+  const products = yield* CoinbaseProducts
   const kept = makeKeptSeries(yield* DailyHistory, "coinbase", {
     seriesDays: SERIES_DAYS,
     // The point at 00:00 UTC of day D is the close of the candle of day D-1, once Coinbase's clock (not
@@ -128,5 +127,5 @@ const makeCoinbaseSource = Effect.gen(function*() {
   })
 })
 
-/** Needs the Coinbase client and config, the kept history and the copies' store. */
-export const layer: Layer.Layer<SecondSource, never, CoinbaseClient | CoinbaseConfig | DailyHistory | CopyStore> = Layer.effect(SecondSource, makeCoinbaseSource)
+/** Needs the Coinbase client, config and product list, the kept history and the copies' store. */
+export const layer: Layer.Layer<SecondSource, never, CoinbaseClient | CoinbaseConfig | CoinbaseProducts | DailyHistory | CopyStore> = Layer.effect(SecondSource, makeCoinbaseSource)

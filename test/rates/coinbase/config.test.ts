@@ -1,4 +1,4 @@
-/** The second source's configuration (CONTRACT C2): its defaults, `none`, and every bad variable named at start-up. */
+/** Coinbase's configuration (CONTRACT C2): its defaults, `none`, and every bad variable named at start-up. */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { validateConfiguration } from "../../../src/checkConfiguration.ts"
@@ -14,6 +14,15 @@ describe("CoinbaseConfig", () => {
       assert.strictEqual(config.baseUrl, "https://api.exchange.coinbase.com")
       assert.strictEqual(config.fallback, "coinbase")
       assert.strictEqual(config.callsPerSecond, 10)
+      assert.strictEqual(config.feedUrl, "wss://ws-feed.exchange.coinbase.com")
+    }))
+
+  it.effect("the live feed: another ws(s) URL, or none", () =>
+    Effect.gen(function*() {
+      assert.strictEqual((yield* read({ COINBASE_WS_URL: "ws://127.0.0.1:4102/ws-feed" })).feedUrl, "ws://127.0.0.1:4102/ws-feed")
+      assert.strictEqual((yield* read({ COINBASE_WS_URL: "none" })).feedUrl, undefined)
+      const error = yield* Effect.flip(read({ COINBASE_WS_URL: "https://ws-feed.exchange.coinbase.com" }))
+      assert.deepStrictEqual(error.problems, ["COINBASE_WS_URL: expected an absolute ws(s) URL or none, got \"https://ws-feed.exchange.coinbase.com\""])
     }))
 
   it.effect("reads another host (trailing slash dropped) and `none`", () =>

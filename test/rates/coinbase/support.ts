@@ -3,7 +3,7 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { Clock, Effect, Layer } from "effect"
 import { CoinbaseClient } from "../../../src/rates/coinbase/CoinbaseClient.ts"
 import { CoinbaseConfig, type CoinbaseConfigShape } from "../../../src/rates/coinbase/CoinbaseConfig.ts"
-import { makeProducts } from "../../../src/rates/coinbase/products.ts"
+import { CoinbaseProducts, makeProducts } from "../../../src/rates/coinbase/products.ts"
 import * as CoinbaseSecondSource from "../../../src/rates/coinbase/secondSource.ts"
 import { CopyStore } from "../../../src/rates/copies/CopyStore.ts"
 import { DailyHistory, type DailyHistoryShape } from "../../../src/rates/history/DailyHistory.ts"
@@ -31,6 +31,7 @@ export const products = Effect.gen(function*() {
  */
 export const coinbaseSecondSource = (baseUrl: string, guards: Partial<CoinbaseConfigShape> = {}, history: DailyHistoryShape = DailyHistory.makeMemory()) =>
   CoinbaseSecondSource.layer.pipe(
+    Layer.provide(CoinbaseProducts.layer),
     Layer.provide(Layer.merge(coinbaseClient(baseUrl, guards, { RATES_FALLBACK: "coinbase" }), Layer.succeed(DailyHistory)(history)))
   )
 

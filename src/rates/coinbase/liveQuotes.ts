@@ -1,0 +1,121 @@
+/**
+ * `LiveQuotes` served by Coinbase Exchange (CONTRACT C4, "Live quotes"): the latest price and 24 h
+ * change of the curated coins (symbols.ts: a ticker outside the map could name another asset on
+ * Coinbase) in the currencies Coinbase lists them in, at no CoinGecko credit.
+ *   - From the feed (feed/): the curated majors in USD and EUR are followed from start-up, any other
+ *     curated pair once asked (up to `feedMaxPairs`); a live pair's quote is its last tick, observed
+ *     when its last trade or heartbeat says.
+ *   - While the feed is down for a pair (no tick or heartbeat for 30 s, or the connection lost): its REST
+ *     ticker and 24 h stats, held as copies (copies/) for `restQuoteMs` (30 s) and refreshed ahead while
+ *     asked, inside the client's shared 10-a-second bucket; with Redis, one instance's call serves all.
+ *   - Neither: the coin is left to `LatestPrices` (CoinGecko), never served stale from here.
+ * An answer made of live quotes is repeated for a second at most: a new tick changes it no more often.
+ */
+import { Clock, Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { Socket } from "effect/socket"
+import { recordLivePairs } from "../../observability/metrics.ts"
+import { makeCopies } from "../copies/Copies.ts"
+import type { CopyStore } from "../copies/CopyStore.ts"
+import { type LiveQuote, LiveQuotes, type Served, type WantedCoin } from "../ports.ts"
+import { curatedCoinFor } from "../symbols.ts"
+import { Charge } from "../upstream.ts"
+import { change24h } from "./candles.ts"
+import { COINBASE_ATTRIBUTION, CoinbaseClient } from "./CoinbaseClient.ts"
+import { CoinbaseConfig } from "./CoinbaseConfig.ts"
+import { runFeed } from "./feed/connection.ts"
+import { makeQuoteBoard } from "./feed/quoteBoard.ts"
+import { CoinbaseProducts, majorsOf } from "./products.ts"
+
+/** How long an answer made of live quotes may be repeated: a tick changes an answer at most once a second. */
+const LIVE_HOLD_MS = 1_000
+
+const RestQuoteSchema = Schema.Struct({ price: Schema.Finite, open: Schema.Finite })
+type RestQuote = typeof RestQuoteSchema.Type
+
+const makeLiveQuotes = (feedUrl: string) =>
+  Effect.gen(function*() {
+    const config = yield* CoinbaseConfig
+    const client = yield* CoinbaseClient
+    const products = yield* CoinbaseProducts
+    const board = makeQuoteBoard({ silenceMs: config.pairSilenceMs, maxPairs: config.feedMaxPairs })
+    const feed = yield* runFeed(board, {
+      url: feedUrl,
+      silenceMs: config.feedSilenceMs,
+      openTimeoutMs: config.feedOpenTimeoutMs,
+      firstRetryMs: config.feedFirstRetryMs,
+      maxRetryMs: config.feedMaxRetryMs
+    })
+    const follow = (productIds: ReadonlyArray<string>) => {
+      const added = board.follow(productIds)
+      if (added.length > 0) feed.subscribe(added)
+    }
+
+    // The majors from start-up, as soon as the product list is held (it loads in the background).
+    yield* Effect.forkScoped(Effect.flatMap(Clock.currentTimeMillis, (now) => products.list(now + config.productsRetryMs)).pipe(
+      Effect.retry(Schedule.spaced(Duration.millis(config.productsRetryMs))),
+      Effect.map((list) => follow(majorsOf(list)))
+    ))
+    // The feed's state in the metrics, every few seconds.
+    yield* Effect.forkScoped(Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      const { followed, live, oldestAgeMs } = board.summary(now)
+      return Effect.sync(() => recordLivePairs(live, followed, oldestAgeMs / 1000))
+    }).pipe(Effect.repeat(Schedule.spaced(Duration.seconds(5)))))
+
+    // Coinbase is keyless and costs no credit: its calls are charged to no one's budget.
+    const nobody = Charge.request(undefined)
+    const restQuotes = yield* makeCopies<string, RestQuote>({
+      name: "Coinbase tickers",
+      source: "coinbase",
+      keyOf: (productId) => `rates:v2:coinbase-ticker:${productId}`,
+      value: RestQuoteSchema,
+      // Refreshed ahead while asked, served while the refresh runs: at most about twice `restQuoteMs` old.
+      timing: () => ({ ttl: Duration.millis(config.restQuoteMs), refreshAhead: Duration.millis(config.restQuoteMs / 3), grace: Duration.millis(config.restQuoteMs) }),
+      fetch: (ids) =>
+        Effect.forEach(ids, (productId) =>
+          Effect.map(Effect.all([client.ticker(productId), client.stats(productId)], { concurrency: 2 }), ([ticker, stats]) =>
+            [productId, { price: ticker.price, open: stats.open }] as const), { concurrency: "unbounded" }),
+      lastGoodMs: 0,
+      retryMs: config.productsRetryMs
+    })
+
+    const quotes = (coins: ReadonlyArray<WantedCoin>, currency: string, deadline: number) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const holdsUntil = now + LIVE_HOLD_MS
+        const found = new Map<string, Served<LiveQuote>>()
+        const down = new Map<string, string>() // product id → coin id
+        for (const coin of coins) {
+          const curated = curatedCoinFor(coin.symbol)
+          if (curated === undefined || curated.id !== coin.id) continue
+          const product = yield* products.productHeld(coin.symbol, currency)
+          if (product === undefined) continue
+          follow([product.id])
+          const live = board.quote(product.id, now)
+          if (live === undefined) down.set(product.id, coin.id)
+          else found.set(coin.id, { value: { price: live.price, change24h: live.change24h }, storedAt: live.observedAt, stale: false, holdsUntil })
+        }
+        if (down.size === 0) return found
+        const { served } = yield* restQuotes.getAll([...down.keys()], nobody, deadline)
+        for (const [productId, coinId] of down) {
+          const quote = served.get(productId)
+          if (quote === undefined) continue
+          const { open, price } = quote.value
+          found.set(coinId, {
+            value: { price, change24h: change24h({ open, last: price }) },
+            storedAt: quote.storedAt,
+            stale: false,
+            holdsUntil: Math.min(holdsUntil, quote.holdsUntil)
+          })
+        }
+        return found
+      }).pipe(Effect.withSpan("rates.live", { attributes: { coins: coins.length } }, { captureStackTrace: false }))
+
+    return LiveQuotes.of({ sourcing: { source: "coinbase", attribution: COINBASE_ATTRIBUTION }, quotes })
+  })
+
+/**
+ * Live quotes from the feed at `feedUrl`, over Node's WebSocket; needs the Coinbase client (REST
+ * tickers), its config and product list, and the copies' store.
+ */
+export const layer = (feedUrl: string): Layer.Layer<LiveQuotes, never, CoinbaseClient | CoinbaseConfig | CoinbaseProducts | CopyStore> =>
+  Layer.effect(LiveQuotes, makeLiveQuotes(feedUrl)).pipe(Layer.provide(Socket.layerWebSocketConstructorGlobal))

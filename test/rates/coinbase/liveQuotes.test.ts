@@ -1,0 +1,138 @@
+/**
+ * Live quotes served by Coinbase (src/rates/coinbase/liveQuotes.ts, issue 28) against the emulator's
+ * REST API and WebSocket feed on the real clock, with the guards shortened (a pair down after 1.5 s
+ * without a word, a silent connection dead after 1 s, reconnecting within half a second): the majors
+ * followed from start-up, a quote equal to the feed's last tick and observed when it says, REST tickers
+ * while the feed is down or silent, the feed used again once back, only curated coins, other pairs
+ * followed once asked.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Clock, Effect, Layer } from "effect"
+import { afterAll, afterEach, beforeAll } from "vitest"
+import * as CoinbaseLiveQuotes from "../../../src/rates/coinbase/liveQuotes.ts"
+import { CoinbaseProducts } from "../../../src/rates/coinbase/products.ts"
+import { LiveQuotes, type WantedCoin } from "../../../src/rates/ports.ts"
+import { type CoinbaseEmulator, startCoinbaseEmulator } from "../../emulators/coinbase.ts"
+import { coinbasePrice } from "../../emulators/coinbase-data.ts"
+import { coinbaseClient } from "./support.ts"
+
+let emulator: CoinbaseEmulator
+
+beforeAll(async () => {
+  emulator = await startCoinbaseEmulator({ host: "127.0.0.1", rateLimit: false, feed: { tickEveryMs: 200, heartbeatEveryMs: 200 } })
+})
+afterAll(() => emulator.close())
+afterEach(() => {
+  emulator.setFeed("normal")
+  emulator.resetStats()
+})
+
+const guards = { pairSilenceMs: 1_500, feedSilenceMs: 1_000, feedFirstRetryMs: 100, feedMaxRetryMs: 400, restQuoteMs: 1_000, productsRetryMs: 200 }
+
+const liveQuotes = () =>
+  Layer.unwrap(Effect.sync(() => CoinbaseLiveQuotes.layer(emulator.wsUrl))).pipe(
+    Layer.provide(CoinbaseProducts.layer),
+    Layer.provide(coinbaseClient(emulator.url, guards))
+  )
+
+const BTC: WantedCoin = { symbol: "BTC", id: "bitcoin" }
+const ETH: WantedCoin = { symbol: "ETH", id: "ethereum" }
+const restCalls = () => Object.entries(emulator.stats().byPath).filter(([path]) => path.endsWith("/ticker")).reduce((n, [, calls]) => n + calls, 0)
+
+/** Asks until `done` holds for the quotes, for at most `withinMs`. */
+const askUntil = (coins: ReadonlyArray<WantedCoin>, currency: string, done: (found: ReadonlyMap<string, unknown>) => boolean, withinMs = 5_000) =>
+  Effect.gen(function*() {
+    const live = yield* LiveQuotes
+    const until = Date.now() + withinMs
+    for (;;) {
+      const found = yield* live.quotes(coins, currency, Date.now() + 2_000)
+      if (done(found) || Date.now() > until) return found
+      yield* Effect.sleep("50 millis")
+    }
+  })
+
+describe("live quotes from Coinbase's feed", () => {
+  it.live("the majors are followed from start-up; a quote is the feed's last tick, observed when its trade or heartbeat says", () =>
+    Effect.gen(function*() {
+      const live = yield* LiveQuotes
+      assert.deepStrictEqual(live.sourcing, { source: "coinbase", attribution: "Data provided by Coinbase Exchange" })
+      // Before anyone asks: the feed subscribes the curated majors in USD and EUR.
+      for (let i = 0; i < 100 && (emulator.stats().feed.byProduct["ETH-EUR"]?.subscribers ?? 0) === 0; i++) yield* Effect.sleep("50 millis")
+      assert.strictEqual(emulator.stats().feed.byProduct["ETH-EUR"]?.subscribers, 1)
+      assert.strictEqual(emulator.stats().feed.byProduct["BTC-USD"]?.subscribers, 1)
+      yield* Effect.sleep("500 millis")
+      const before = restCalls()
+      const found = yield* live.quotes([BTC, ETH], "usd", Date.now() + 2_000)
+      const now = yield* Clock.currentTimeMillis
+      const btc = found.get("bitcoin")!
+      assert.isDefined(btc)
+      assert.isAtMost(now - btc.storedAt, 600, "observed by the last tick or heartbeat, at most a few beats ago")
+      assert.isAtMost(btc.storedAt, now)
+      // The emulator's price at the trade's time (prices move with its real clock).
+      const tradedAt = btc.storedAt
+      assert.approximately(btc.value.price, coinbasePrice("BTC-USD", tradedAt), coinbasePrice("BTC-USD", tradedAt) * 0.002)
+      assert.isNumber(btc.value.change24h)
+      assert.isAtMost(btc.holdsUntil - now, 1_000, "an answer made of it is repeated for a second at most")
+      assert.strictEqual(restCalls(), before, "no REST call while the feed is live")
+    }).pipe(Effect.provide(liveQuotes())), 15_000)
+
+  it.live("the feed refusing connections: REST tickers at once, no older than their copy's time; the feed used again once back", () =>
+    Effect.gen(function*() {
+      yield* askUntil([BTC], "usd", (found) => found.has("bitcoin"))
+      emulator.setFeed("refuse")
+      emulator.setFeed("disconnect")
+      // Past the REST copy of the first ask (before the feed was live), if any.
+      yield* Effect.sleep(`${2 * guards.restQuoteMs + 100} millis`)
+      const before = restCalls()
+      const down = yield* askUntil([BTC], "usd", (found) => found.has("bitcoin"))
+      assert.isTrue(down.has("bitcoin"), "served from the REST ticker")
+      assert.isAbove(restCalls(), before, "the REST ticker was asked")
+      const now = yield* Clock.currentTimeMillis
+      assert.isAtMost(now - down.get("bitcoin")!.storedAt, 2 * guards.restQuoteMs)
+      // Asked again within the copy's time: no new call.
+      const calls = restCalls()
+      yield* LiveQuotes.use((live) => live.quotes([BTC], "usd", Date.now() + 2_000))
+      assert.strictEqual(restCalls(), calls)
+      emulator.setFeed("normal")
+      // Back within the back-off's longest wait; then no more REST calls.
+      yield* Effect.sleep("1500 millis")
+      assert.isAtLeast(emulator.stats().feed.connections, 1)
+      const settled = restCalls()
+      yield* Effect.sleep("300 millis")
+      const back = yield* LiveQuotes.use((live) => live.quotes([BTC], "usd", Date.now() + 2_000))
+      assert.isAtMost((yield* Clock.currentTimeMillis) - back.get("bitcoin")!.storedAt, 600)
+      assert.strictEqual(restCalls(), settled, "the feed again, no REST call")
+    }).pipe(Effect.provide(liveQuotes())), 20_000)
+
+  it.live("a silent feed counts as down: REST tickers while it says nothing, a new connection once it speaks", () =>
+    Effect.gen(function*() {
+      yield* askUntil([ETH], "eur", (found) => found.has("ethereum"))
+      emulator.setFeed("silent")
+      // After the connection's silence (1 s), the pair is down: the REST ticker serves it (past any copy held).
+      yield* Effect.sleep(`${2 * guards.restQuoteMs + 100} millis`)
+      const before = restCalls()
+      const down = yield* LiveQuotes.use((live) => live.quotes([ETH], "eur", Date.now() + 2_000))
+      assert.isTrue(down.has("ethereum"))
+      assert.isAbove(restCalls(), before)
+      emulator.setFeed("normal")
+      const back = yield* askUntil([ETH], "eur", (found) => {
+        const eth = found.get("ethereum") as { storedAt: number } | undefined
+        return eth !== undefined && Date.now() - eth.storedAt < 500
+      }, 3_000)
+      assert.isAtMost(Date.now() - (back.get("ethereum") as { storedAt: number }).storedAt, 500)
+    }).pipe(Effect.provide(liveQuotes())), 20_000)
+
+  it.live("only curated coins, in currencies Coinbase lists them in; another pair is followed once asked", () =>
+    Effect.gen(function*() {
+      const live = yield* LiveQuotes
+      yield* askUntil([BTC], "usd", (found) => found.has("bitcoin"))
+      const deadline = Date.now() + 2_000
+      const odd = yield* live.quotes([{ symbol: "ETH", id: "bridged-eth" }, { symbol: "FOO", id: "foo" }, BTC], "jpy", deadline)
+      assert.strictEqual(odd.size, 0, "a ticker outside the curated map, or a pair Coinbase does not list: not quoted")
+      assert.strictEqual(emulator.stats().feed.byProduct["BTC-USDT"]?.subscribers ?? 0, 0)
+      const gbp = yield* askUntil([BTC], "usdt", (found) => found.has("bitcoin"))
+      assert.isTrue(gbp.has("bitcoin"), "first from its REST ticker, then the feed")
+      for (let i = 0; i < 40 && (emulator.stats().feed.byProduct["BTC-USDT"]?.subscribers ?? 0) === 0; i++) yield* Effect.sleep("50 millis")
+      assert.strictEqual(emulator.stats().feed.byProduct["BTC-USDT"]?.subscribers, 1, "followed on the feed once asked")
+    }).pipe(Effect.provide(liveQuotes())), 15_000)
+})
