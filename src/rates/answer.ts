@@ -135,17 +135,25 @@ export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, R
       continue
     }
     const second = gathered.second?.get(coin.id)
+    const quote = live?.quotes.get(coin.id)
     if (second?._tag === "Served" && gathered.secondSourcing !== undefined) {
       const { rate } = second
       const source = gathered.secondSourcing.source
+      const series = lastPoints(rate.series, query.days)
       freshUntil = Math.min(freshUntil, rate.holdsUntil)
-      add({ symbol, id: coin.id, name: rate.name, price: rate.price, change: rate.change, series: lastPoints(rate.series, query.days) }, source, source, rate.asOf)
+      if (quote === undefined || live === undefined) {
+        add({ symbol, id: coin.id, name: rate.name, price: rate.price, change: rate.change, series }, source, source, rate.asOf)
+        continue
+      }
+      // Its series from the second source, its price still the live quote's (fresher than the second's).
+      freshUntil = Math.min(freshUntil, quote.holdsUntil)
+      const change = { "24h": quote.value.change24h, ...changesToPrice(rate.series, quote.value.price, quote.storedAt) }
+      add({ symbol, id: coin.id, name: rate.name, price: quote.value.price, change, series }, live.sourcing.source, source, quote.storedAt)
       continue
     }
     // Strict: every known coin is served (fresh or last good), or the request fails.
     if (Result.isFailure(chart)) return Result.fail(second?._tag === "Failed" ? neitherSource(chart.failure, second.error) : verdictOf(chart.failure))
     const series = chart.success
-    const quote = live?.quotes.get(coin.id)
     const market = quote === undefined ? latest.latest.get(coin.id) : undefined
     freshUntil = Math.min(freshUntil, series.holdsUntil, (quote ?? market)?.holdsUntil ?? 0)
     if (series.value === null) {

@@ -62,7 +62,7 @@ export const startFallbackApp = async (options: {
   const history = DailyHistory.makeMemory()
   const cell = makeMemoryCell()
   if (options.creditsSpent !== undefined) {
-    const state = { cold: 0, refresh: 0, at: NOW, month: monthOf(NOW), spent: options.creditsSpent }
+    const state = { lists: 0, cold: 0, refresh: 0, at: NOW, month: monthOf(NOW), spent: options.creditsSpent }
     Effect.runSync(cell.compareAndSet(LEDGER, undefined, JSON.stringify(state)))
   }
   const rates = Rates.layerConfigured.pipe(

@@ -42,7 +42,7 @@ describe("the month's credits spent", () => {
       Effect.gen(function*() {
         const cell = makeMemoryCell()
         const now = Date.now()
-        yield* cell.compareAndSet(LEDGER, undefined, JSON.stringify({ cold: 0, refresh: 0, at: now, month: monthOf(now), spent: 10_000 }))
+        yield* cell.compareAndSet(LEDGER, undefined, JSON.stringify({ lists: 0, cold: 0, refresh: 0, at: now, month: monthOf(now), spent: 10_000 }))
         return cell
       })
     )

@@ -81,6 +81,8 @@ export interface CoinbaseFeed {
   /** For the server's `upgrade` event: the feed at COINBASE_FEED_PATH, 404 elsewhere. */
   readonly handleUpgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void
   readonly setMode: (mode: CoinbaseFeedMode) => void
+  /** A trade and a heartbeat of every subscribed product now, at the clock's `now` (a simulated clock's step). */
+  readonly publish: () => void
   readonly resetStats: () => void
   readonly stats: () => CoinbaseFeedStats
   /** Cut every connection and stop the timers. */
@@ -348,6 +350,10 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
       if (!coinbaseFeedModes.includes(next)) throw new Error(`unknown feed mode ${String(next)}`)
       if (next !== "disconnect") mode = next
       else for (const connection of connections) connection.peer.close(1001, "going away")
+    },
+    publish: () => {
+      tick()
+      heartbeat()
     },
     resetStats: () => {
       counts = zero()

@@ -73,6 +73,8 @@ export interface CoinbaseEmulator {
   readonly wsUrl: string
   /** The feed's faults: "disconnect" closes every connection now; the others stand until "normal". */
   setFeed(mode: CoinbaseFeedMode): void
+  /** A trade and a heartbeat of every subscribed product now (a simulated clock's step; the timers keep theirs). */
+  publishFeed(): void
   setFault(fault: CoinbaseFaultMode | CoinbaseFault): void
   /** Delay answers on paths starting with `pathPrefix`; 0 removes it. */
   setLatency(pathPrefix: string, ms: number): void
@@ -348,6 +350,7 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
         port: address.port,
         wsUrl: `ws://${host}:${address.port}${COINBASE_FEED_PATH}`,
         setFeed: feed.setMode,
+        publishFeed: feed.publish,
         setFault,
         setLatency,
         setNow: (epochMs) => {

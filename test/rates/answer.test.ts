@@ -137,9 +137,10 @@ describe("answer with live quotes (issue 28)", () => {
     expect(notServedFresh(staleChart.resolved, live.quotes, staleChart.latest, staleChart.charts)).toEqual([{ symbol: "BTC", id: "bitcoin" }])
   })
 
-  it("every rate from Coinbase (live price, its series as the second source's): one source, credited once", () => {
+  it("a coin the second source serves keeps its live price: the series is the second source's, credited once", () => {
+    const ethQuote = { value: { price: 3_010, change24h: 0.75 }, storedAt: T - 1_000, stale: false, holdsUntil: T + 1_000 }
     const answer = assembleAnswer(gathered({
-      live,
+      live: { ...live, quotes: new Map([...live.quotes, ["ethereum", ethQuote]]) },
       query: { symbols: ["BTC", "ETH"], currency: "usd", days: 2 },
       charts: chartsOf([["bitcoin", Result.succeed(fresh(series))], ["ethereum", Result.fail(down)]]),
       second: new Map([["ethereum", coinbaseRate]]),
@@ -148,5 +149,8 @@ describe("answer with live quotes (issue 28)", () => {
     if (Result.isFailure(answer)) throw answer.failure
     expect(answer.success.result.attribution).toBe("Data provided by CoinGecko; Data provided by Coinbase Exchange")
     expect(answer.success.result.rates.map((r) => r.sources)).toEqual([{ price: "coinbase", series: "coingecko" }, { price: "coinbase", series: "coinbase" }])
+    expect(answer.success.result.rates[1]).toMatchObject({ price: 3_010, source: "coinbase", asOf: "2026-11-22T09:59:59Z" })
+    expect(answer.success.result.rates[1]!.change["24h"]).toBe(0.75)
+    expect(answer.success.freshUntil).toBe(T + 1_000)
   })
 })

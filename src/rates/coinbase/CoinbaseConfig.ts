@@ -44,6 +44,8 @@ export interface CoinbaseConfigShape {
   readonly feedMaxPairs: number
   /** How long a REST ticker's price serves while the feed is down for its pair. */
   readonly restQuoteMs: number
+  /** The most a request waits for REST tickers: past it, CoinGecko prices those coins (the call lands for the next). */
+  readonly restQuoteWaitMs: number
   /** Time allowed for one HTTP attempt (headers and body). */
   readonly attemptTimeoutMs: number
   /** Wall-clock budget of one logical call, retries and waits for a rate token included. */
@@ -77,6 +79,7 @@ const coinbaseDefaults: Omit<CoinbaseConfigShape, "baseUrl" | "fallback" | "feed
   feedMaxRetryMs: 25_000,
   feedMaxPairs: 150,
   restQuoteMs: 30_000,
+  restQuoteWaitMs: 1_500,
   attemptTimeoutMs: 3_000,
   requestBudgetMs: 8_000,
   retries: 2,

@@ -95,7 +95,8 @@ const makeLiveQuotes = (feedUrl: string) =>
           else found.set(coin.id, { value: { price: live.price, change24h: live.change24h }, storedAt: live.observedAt, stale: false, holdsUntil })
         }
         if (down.size === 0) return found
-        const { served } = yield* restQuotes.getAll([...down.keys()], nobody, deadline)
+        // Not the request's whole budget: CoinGecko must still have time for the coins left to it.
+        const { served } = yield* restQuotes.getAll([...down.keys()], nobody, Math.min(deadline, now + config.restQuoteWaitMs))
         for (const [productId, coinId] of down) {
           const quote = served.get(productId)
           if (quote === undefined) continue

@@ -193,10 +193,10 @@ const makeRedisStore = (redis: Redis.Redis["Service"], prefix: string, timeoutMs
       return Option.none() // not ours or corrupted: a miss, and the next write replaces it
     }
   }
-  const bounded = <A>(what: string, effect: Effect.Effect<A, Redis.RedisError>, fallback: A) =>
+  const bounded = <A>(what: string, effect: Effect.Effect<A, Redis.RedisError>, fallback: () => A) =>
     effect.pipe(
       Effect.timeoutOrElse({ duration: Duration.millis(timeoutMs), orElse: () => Effect.fail(`no answer within ${timeoutMs} ms`) }),
-      Effect.catch((error) => Effect.as(Effect.logWarning(`rates cache: Redis ${what} failed; carrying on without it`, String(error)), fallback))
+      Effect.catch((error) => Effect.as(Effect.logWarning(`rates cache: Redis ${what} failed; carrying on without it`, String(error)), undefined).pipe(Effect.map(fallback)))
     )
   return CopyStore.of({
     shared: true,
@@ -210,20 +210,24 @@ const makeRedisStore = (redis: Redis.Redis["Service"], prefix: string, timeoutMs
           }
           return parse(key, text)
         }),
-        Option.none()
+        // Redis away: what this process last read or wrote of the key (its entry says whether it still serves).
+        () => Option.fromUndefinedOr(parsed.get(key)?.value)
       ),
     set: (key, value, timeToLive) => {
       const ttl = Math.ceil(Duration.toMillis(timeToLive))
       if (!(ttl > 0)) return Effect.void
-      return bounded("SET", Effect.asVoid(redis.send("SET", `${prefix}${key}`, JSON.stringify(value), "PX", String(ttl))), undefined)
+      const text = JSON.stringify(value)
+      // Kept here too, so that what this process fetched serves it while Redis is away.
+      remember(key, text, frozenCopy(text))
+      return bounded("SET", Effect.asVoid(redis.send("SET", `${prefix}${key}`, text, "PX", String(ttl))), () => undefined)
     },
     // A store that fails lets every instance load for itself: the lists' credits still bound it.
     claim: (key, timeToLive) =>
       bounded(
         "SET NX",
         Effect.map(redis.send<string | null>("SET", `${prefix}${key}`, "1", "NX", "PX", String(Math.ceil(Duration.toMillis(timeToLive)))), (set) => set === "OK"),
-        true
+        () => true
       ),
-    release: (key) => bounded("DEL", Effect.asVoid(redis.send("DEL", `${prefix}${key}`)), undefined)
+    release: (key) => bounded("DEL", Effect.asVoid(redis.send("DEL", `${prefix}${key}`)), () => undefined)
   })
 }

@@ -10,6 +10,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Layer } from "effect"
 import { afterAll, afterEach, beforeAll } from "vitest"
 import * as CoinbaseLiveQuotes from "../../../src/rates/coinbase/liveQuotes.ts"
+import { metricsText } from "../../../src/observability/metrics.ts"
 import { CoinbaseProducts } from "../../../src/rates/coinbase/products.ts"
 import { LiveQuotes, type WantedCoin } from "../../../src/rates/ports.ts"
 import { type CoinbaseEmulator, startCoinbaseEmulator } from "../../emulators/coinbase.ts"
@@ -74,6 +75,10 @@ describe("live quotes from Coinbase's feed", () => {
       assert.isNumber(btc.value.change24h)
       assert.isAtMost(btc.holdsUntil - now, 1_000, "an answer made of it is repeated for a second at most")
       assert.strictEqual(restCalls(), before, "no REST call while the feed is live")
+      // The feed's state in the metrics.
+      const metric = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "m").exec(metricsText())?.[1])
+      assert.strictEqual(metric("rates_live_feed_connected"), 1)
+      assert.isAbove(metric("rates_live_ticks_total"), 0)
     }).pipe(Effect.provide(liveQuotes())), 15_000)
 
   it.live("the feed refusing connections: REST tickers at once, no older than their copy's time; the feed used again once back", () =>

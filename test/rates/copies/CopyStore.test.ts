@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Option } from "effect"
+import { Duration, Effect, Layer, Option } from "effect"
+import { Redis } from "effect/persistence"
 import { TestClock } from "effect/testing"
 import { CopyStore } from "../../../src/rates/copies/CopyStore.ts"
 
@@ -63,5 +64,44 @@ describe("CopyStore.layerMemory", () => {
       assert.isTrue(Option.isNone(yield* store.get("rates:v2:chart:coin-1:usd")))
       assert.isTrue(Option.isSome(yield* store.get("rates:v2:chart:coin-99:usd")))
     })
+  })
+})
+
+describe("CopyStore.layerRedis while Redis is away", () => {
+  // A Redis that answers until `down`, then fails every command, as a lost connection does.
+  const flakyRedis = () => {
+    const values = new Map<string, string>()
+    let down = false
+    const refused = () => new Redis.RedisError({ cause: new Error("connection refused") })
+    const layer = Layer.succeed(Redis.Redis)(Redis.Redis.of({
+      send: <A>(command: string, ...args: ReadonlyArray<string>) =>
+        down
+          ? Effect.fail(refused())
+          : Effect.sync(() => {
+            if (command === "GET") return (values.get(args[0]!) ?? null) as A
+            if (command === "SET") values.set(args[0]!, args[1]!)
+            return "OK" as A
+          }),
+      eval: () => () => Effect.fail(refused()),
+      subscribe: () => Effect.die("not used"),
+      reserve: Effect.die("not used")
+    }))
+    return { layer, setDown: (value: boolean) => void (down = value) }
+  }
+
+  it.effect("serves what this process last read or wrote of a key, and keeps what it writes meanwhile; a key it never saw is a miss", () => {
+    const redis = flakyRedis()
+    return Effect.gen(function*() {
+      const store = yield* CopyStore
+      yield* store.set("read", { price: 1 }, Duration.minutes(1))
+      yield* store.get("read")
+      redis.setDown(true)
+      assert.deepStrictEqual(yield* store.get("read"), Option.some({ price: 1 }))
+      yield* store.set("written", { price: 2 }, Duration.minutes(1))
+      assert.deepStrictEqual(yield* store.get("written"), Option.some({ price: 2 }))
+      assert.isTrue(Option.isNone(yield* store.get("never")))
+      redis.setDown(false)
+      assert.isTrue(Option.isNone(yield* store.get("written")), "Redis back: Redis' answer again (the write was lost with it)")
+    }).pipe(Effect.provide(CopyStore.layerRedis({ timeoutMs: 50 }).pipe(Layer.provide(redis.layer))))
   })
 })

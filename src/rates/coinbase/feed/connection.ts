@@ -48,6 +48,8 @@ export const runFeed = (board: QuoteBoard, options: FeedOptions): Effect.Effect<
     const pending = yield* Queue.unbounded<string>()
     const socket = yield* Socket.makeWebSocket(options.url, { openTimeout: Duration.millis(options.openTimeoutMs) })
     let connected = false
+    // One warning when the feed cannot be had (lost, or never connected since start): then quiet retries.
+    let warned = false
 
     const handle = (frame: string | Uint8Array, now: number) =>
       Effect.suspend(() => {
@@ -83,6 +85,7 @@ export const runFeed = (board: QuoteBoard, options: FeedOptions): Effect.Effect<
           const now = yield* Clock.currentTimeMillis
           if (!heard.value) {
             heard.value = connected = true
+            warned = false
             recordLiveFeedConnected(true)
             yield* Effect.logInfo("rates: live quotes feed connected", { url: options.url, pairs: board.followed().length })
           }
@@ -99,8 +102,9 @@ export const runFeed = (board: QuoteBoard, options: FeedOptions): Effect.Effect<
             board.disconnected()
             recordLiveFeedConnected(false)
             const reason = error.message
-            if (connected) yield* Effect.logWarning("rates: live quotes feed lost; REST tickers meanwhile", { reason })
+            if (connected || !warned) yield* Effect.logWarning("rates: live quotes feed lost or not connected; REST tickers meanwhile, reconnecting", { reason })
             else yield* Effect.logDebug("rates: live quotes feed not connected", { reason })
+            warned = true
             connected = false
             if (!heard.value) return yield* Effect.fail(error)
           })
