@@ -13,6 +13,7 @@
 import { Clock, Effect, Layer } from "effect"
 import { assembleAnswer, coinIds, notServedFresh, verdictOf } from "./answer.ts"
 import { RatesAnswerMemo } from "./answerMemo.ts"
+import { RatesDemand } from "./demand.ts"
 import { CoinDirectory, DailyPoints, LatestPrices, SecondSource } from "./ports.ts"
 import { type RatesAnswer, type RatesError, RatesProvider, type RatesQuery } from "./RatesProvider.ts"
 import { Charge } from "./upstream.ts"
@@ -29,10 +30,13 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
     const points = yield* DailyPoints
     const second = yield* SecondSource
     const answers = yield* RatesAnswerMemo
+    const demand = yield* RatesDemand
     const budget = options.requestBudgetMs
 
     const historical = (query: RatesQuery): Effect.Effect<RatesAnswer, RatesError> =>
       Effect.gen(function*() {
+        // Every request the edge does not repeat counts its caller here (demand.ts; the edge's repeats: readyAnswer.ts).
+        demand.note(query.caller, query.currency.toLowerCase())
         const startedAt = yield* Clock.currentTimeMillis
         const deadline = startedAt + budget
         // The cold fetches of this request are charged to its caller; its failures count once in a breaker.
@@ -81,5 +85,5 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
 export const layer = (options: HistoricalRatesOptions): Layer.Layer<
   RatesProvider,
   never,
-  CoinDirectory | LatestPrices | DailyPoints | SecondSource | RatesAnswerMemo
+  CoinDirectory | LatestPrices | DailyPoints | SecondSource | RatesAnswerMemo | RatesDemand
 > => Layer.effect(RatesProvider, makeHistoricalRates(options))

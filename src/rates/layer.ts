@@ -12,6 +12,7 @@ import type { HttpClient } from "effect/http"
 import type { Redis } from "effect/persistence"
 import type { DurableCell } from "../platform/durableCell/DurableCell.ts"
 import { RatesAnswerMemo } from "./answerMemo.ts"
+import { RatesDemand } from "./demand.ts"
 import { CoinbaseClient } from "./coinbase/CoinbaseClient.ts"
 import { CoinbaseConfig } from "./coinbase/CoinbaseConfig.ts"
 import * as CoinbaseSecondSource from "./coinbase/secondSource.ts"
@@ -38,8 +39,9 @@ const secondSource = <R>(client: Layer.Layer<CoinbaseClient, never, R>) =>
 const useCase = Layer.unwrap(Effect.map(CoinGeckoConfig, (config) => HistoricalRates.layer({ requestBudgetMs: config.requestBudgetMs })))
 
 /**
- * Everything but where copies and guards live. The memo of answers is the edge's too: provided within
- * the server's one build (src/server.ts), `RatesAnswerMemo.layer` is one instance for both.
+ * Everything but where copies and guards live. The memo of answers and the callers' demand are the
+ * edge's too: provided within the server's one build (src/server.ts), `RatesAnswerMemo.layer` and
+ * `RatesDemand.layer` are one instance each for the edge, the use case and the latest prices.
  */
 const wired = <R>(coinbaseClient: Layer.Layer<CoinbaseClient, never, R>) =>
   useCase.pipe(
@@ -49,7 +51,7 @@ const wired = <R>(coinbaseClient: Layer.Layer<CoinbaseClient, never, R>) =>
       CoinGeckoDailyPoints.layer,
       secondSource(coinbaseClient),
       RatesAnswerMemo.layer
-    ))
+    ).pipe(Layer.provideMerge(RatesDemand.layer)))
   )
 
 /** Over a CoinGecko client, month's budget and store of copies given (tests: stand-ins); Coinbase's guards in memory. */

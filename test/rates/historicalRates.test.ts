@@ -8,6 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { RatesAnswerMemo } from "../../src/rates/answerMemo.ts"
+import { RatesDemand } from "../../src/rates/demand.ts"
 import * as HistoricalRates from "../../src/rates/historicalRates.ts"
 import { type Chart, CoinDirectory, DailyPoints, type Latest, LatestPrices, SecondSource, type Served, type Spend } from "../../src/rates/ports.ts"
 import { RatesProvider } from "../../src/rates/RatesProvider.ts"
@@ -82,7 +83,7 @@ const recordingPorts = (options: { readonly failing?: ReadonlyArray<string>; rea
 }
 
 const useCase = (ports: Layer.Layer<CoinDirectory | LatestPrices | DailyPoints | SecondSource | RatesAnswerMemo>) =>
-  HistoricalRates.layer({ requestBudgetMs: BUDGET_MS }).pipe(Layer.provide(ports))
+  HistoricalRates.layer({ requestBudgetMs: BUDGET_MS }).pipe(Layer.provide(Layer.merge(ports, RatesDemand.layer)), Layer.provideMerge(RatesDemand.layer))
 
 const ask = Effect.flatMap(RatesProvider, (rates) => rates.historical({ symbols: ["BTC", "ETH"], currency: "usd", days: 7, caller: "ip:198.51.100.7" }))
 
@@ -147,6 +148,18 @@ describe("the rates use case over its ports", () => {
       assert.strictEqual(failure._tag, "RatesUpstreamError")
       assert.strictEqual((ports.visits[2]!.args[2] as Spend).deadline, NOW + BUDGET_MS)
       assert.notInclude(ports.visits.map((v) => v.port), "RatesAnswerMemo.remember")
+    }).pipe(Effect.provide(useCase(ports.layer)))
+  })
+
+  it.effect("the request's caller is counted in the demand first, whatever the answer (a failure too)", () => {
+    const ports = recordingPorts({ failing: ["ethereum"], second: false })
+    return Effect.gen(function*() {
+      yield* TestClock.setTime(NOW)
+      yield* Effect.flip(ask)
+      yield* Effect.flip(Effect.flatMap(RatesProvider, (rates) => rates.historical({ symbols: ["ETH"], currency: "EUR", days: 7 })))
+      const { callers, weights } = (yield* RatesDemand).weights()
+      assert.strictEqual(callers, 2)
+      assert.deepStrictEqual([...weights], [["usd", 1], ["eur", 1]])
     }).pipe(Effect.provide(useCase(ports.layer)))
   })
 
