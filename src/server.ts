@@ -25,6 +25,7 @@ import { MetricsServer } from "./observability/metrics.ts"
 import * as DurableCells from "./platform/durableCell/layer.ts"
 import { sweepTempFiles } from "./platform/files.ts"
 import { RatesAnswerMemo } from "./rates/answerMemo.ts"
+import { RatesDemand } from "./rates/demand.ts"
 import { DailyHistory } from "./rates/history/DailyHistory.ts"
 import * as Rates from "./rates/layer.ts"
 
@@ -106,8 +107,9 @@ const serverOn = (listen: {
   readonly quiet?: boolean | undefined
   readonly limits?: Partial<HttpLimits> | undefined
 }) => {
-  // Shared by the handlers and the ready answers: one health start time, one memo of rates answers.
-  const shared = Layer.mergeAll(Health.layer, RatesAnswerMemo.layer)
+  // Shared by the handlers and the ready answers: one health start time, one memo of rates answers, one
+  // tally of who asks which currency (the rates services provide the same layers: one instance each).
+  const shared = Layer.mergeAll(Health.layer, RatesAnswerMemo.layer, RatesDemand.layer)
   const server = Layer.unwrap(
     Effect.map(AppConfig, (config) => EdgeServer.layer({ port: listen.port ?? config.port, host: listen.host ?? config.host, limits: listen.limits }))
   ).pipe(Layer.provide(Edge.layer), Layer.provide(ReadyAnswersUnlessTraced), Layer.provide(shared))

@@ -13,10 +13,11 @@ export interface ReadyAnswer {
   /**
    * The 200 `application/json` body for this request, or undefined to let the HttpApi answer it.
    * `payload` is a POST's body as the edge decoded it with the operation's payload schema, so a
-   * request the HttpApi would refuse never gets here (undefined for GET/HEAD). Synchronous, no side
-   * effects.
+   * request the HttpApi would refuse never gets here (undefined for GET/HEAD); `clientIp` the
+   * caller's address (TRUST_PROXY's, canonical), asked only for anonymous requests. Synchronous, no
+   * I/O (it may note in memory who asked: the rates demand).
    */
-  readonly answer: (payload: unknown) => string | Uint8Array | undefined
+  readonly answer: (payload: unknown, clientIp?: string) => string | Uint8Array | undefined
 }
 
 export class ReadyAnswers extends Context.Service<ReadyAnswers, ReadonlyArray<ReadyAnswer>>()("app/ReadyAnswers") {

@@ -146,7 +146,7 @@ const makeEdge = Effect.gen(function*() {
     if (req.method !== "POST") {
       if (readyAnswer !== undefined && !hasBody(req)) {
         try {
-          const found = readyAnswer.answer(undefined)
+          const found = readyAnswer.answer(undefined, exchange.clientIp)
           if (found !== undefined) return sendJson(req, res, exchange, found)
         } catch (error) {
           return defect(req, res, exchange, error)
@@ -168,7 +168,7 @@ const makeEdge = Effect.gen(function*() {
           return true
         }
         if (Exit.isSuccess(payload)) {
-          const found = readyAnswer?.answer(payload.value)
+          const found = readyAnswer?.answer(payload.value, exchange.clientIp)
           if (found === undefined) return false
           sendJson(req, res, exchange, found)
           return true

@@ -102,7 +102,10 @@ const badHistoryDays = Metric.counter("rates_history_bad_days_total", {
   incremental: true
 })
 const refreshInterval = Metric.gauge("rates_refresh_interval_seconds", {
-  description: "How often the latest prices callers ask for are refreshed, as the month's pace allows"
+  description: "How often the latest prices callers ask for are refreshed, as the month's pace allows: the most demanded currency's"
+})
+const refreshIntervalMax = Metric.gauge("rates_refresh_interval_max_seconds", {
+  description: "The longest refresh interval of the latest prices of a currency asked within the demand window"
 })
 
 /** The month's credits as the ledger last said (CoinGecko: src/rates/credits). */
@@ -110,7 +113,11 @@ export const recordCredits = (upstream: string, spent: number, left: number) => 
   handle(`credits spent ${upstream}`, creditsSpent, () => ({ upstream }))(spent)
   handle(`credits left ${upstream}`, creditsLeft, () => ({ upstream }))(left)
 }
-export const recordRefreshInterval = (seconds: number) => handle("refresh interval", refreshInterval, () => ({}))(seconds)
+/** The refresh intervals of latest prices (refreshPacer.ts): the most demanded unit's, and the longest; no per-currency label. */
+export const recordRefreshIntervals = (topSeconds: number, longestSeconds: number) => {
+  handle("refresh interval", refreshInterval, () => ({}))(topSeconds)
+  handle("refresh interval max", refreshIntervalMax, () => ({}))(longestSeconds)
+}
 export const recordBadHistoryDays = (source: string, days: number) => handle(`bad history ${source}`, badHistoryDays, () => ({ source }))(days)
 
 const liveFeedConnected = Metric.gauge("rates_live_feed_connected", {

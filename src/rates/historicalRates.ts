@@ -14,6 +14,7 @@
 import { Clock, Effect, Layer } from "effect"
 import { assembleAnswer, coinIds, notServedFresh, verdictOf, wantedCoins } from "./answer.ts"
 import { RatesAnswerMemo } from "./answerMemo.ts"
+import { RatesDemand } from "./demand.ts"
 import { CoinDirectory, DailyPoints, LatestPrices, LiveQuotes, type PricesFound, SecondSource, type Spend, type WantedCoin } from "./ports.ts"
 import { type RatesAnswer, type RatesError, RatesProvider, type RatesQuery } from "./RatesProvider.ts"
 import { Charge } from "./upstream.ts"
@@ -31,6 +32,7 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
     const points = yield* DailyPoints
     const second = yield* SecondSource
     const answers = yield* RatesAnswerMemo
+    const demand = yield* RatesDemand
     const budget = options.requestBudgetMs
     const noPrices: PricesFound = { latest: new Map(), failure: undefined }
 
@@ -45,6 +47,8 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
 
     const historical = (query: RatesQuery): Effect.Effect<RatesAnswer, RatesError> =>
       Effect.gen(function*() {
+        // Every request the edge does not repeat counts its caller here (demand.ts; the edge's repeats: readyAnswer.ts).
+        demand.note(query.caller, query.currency.toLowerCase())
         const startedAt = yield* Clock.currentTimeMillis
         const deadline = startedAt + budget
         // The cold fetches of this request are charged to its caller; its failures count once in a breaker.
@@ -97,5 +101,5 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
 export const layer = (options: HistoricalRatesOptions): Layer.Layer<
   RatesProvider,
   never,
-  CoinDirectory | LiveQuotes | LatestPrices | DailyPoints | SecondSource | RatesAnswerMemo
+  CoinDirectory | LiveQuotes | LatestPrices | DailyPoints | SecondSource | RatesAnswerMemo | RatesDemand
 > => Layer.effect(RatesProvider, makeHistoricalRates(options))

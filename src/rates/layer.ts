@@ -14,6 +14,7 @@ import type { HttpClient } from "effect/http"
 import type { Redis } from "effect/persistence"
 import type { DurableCell } from "../platform/durableCell/DurableCell.ts"
 import { RatesAnswerMemo } from "./answerMemo.ts"
+import { RatesDemand } from "./demand.ts"
 import { CoinbaseClient } from "./coinbase/CoinbaseClient.ts"
 import { CoinbaseConfig } from "./coinbase/CoinbaseConfig.ts"
 import * as CoinbaseLiveQuotes from "./coinbase/liveQuotes.ts"
@@ -50,8 +51,9 @@ const coinbaseSources = <R>(client: Layer.Layer<CoinbaseClient, never, R>) => {
 const useCase = Layer.unwrap(Effect.map(CoinGeckoConfig, (config) => HistoricalRates.layer({ requestBudgetMs: config.requestBudgetMs })))
 
 /**
- * Everything but where copies and guards live. The memo of answers is the edge's too: provided within
- * the server's one build (src/server.ts), `RatesAnswerMemo.layer` is one instance for both.
+ * Everything but where copies and guards live. The memo of answers and the callers' demand are the
+ * edge's too: provided within the server's one build (src/server.ts), `RatesAnswerMemo.layer` and
+ * `RatesDemand.layer` are one instance each for the edge, the use case and the latest prices.
  */
 const wired = <R>(coinbaseClient: Layer.Layer<CoinbaseClient, never, R>) =>
   useCase.pipe(
@@ -61,7 +63,7 @@ const wired = <R>(coinbaseClient: Layer.Layer<CoinbaseClient, never, R>) =>
       CoinGeckoDailyPoints.layer,
       coinbaseSources(coinbaseClient),
       RatesAnswerMemo.layer
-    ))
+    ).pipe(Layer.provideMerge(RatesDemand.layer)))
   )
 
 /** Over a CoinGecko client, month's budget and store of copies given (tests: stand-ins); Coinbase's guards in memory. */

@@ -15,7 +15,7 @@
  *                     "now"?: ISO string | null, "resetStats"?: true, "extraCoins"?: n,
  *                     "publishDelayMinutes"?: n}
  *   GET  /__stats    {"total": n, "byPath": {"/coins/bitcoin/market_chart": n, ...}, "byQuery": {...},
- *                     "maxInFlight": n, "ranges": [{"path", "from", "to"}, ...]}
+ *                     "maxInFlight": n, "ranges": [{"path", "from", "to"}, ...], "markets": [{"currency", "at"}, ...]}
  * `byQuery` splits /coins/markets by form: "markets:ids", "markets:symbols", "markets:ranks" (neither).
  * `extraCoins`: that many more coins in /coins/list only (unranked, no market, chart 404): a flood of
  * real but dead tickers (fc0, fc1, ...).
@@ -72,6 +72,8 @@ export interface EmulatorStats {
   readonly inFlight: number
   /** Every market_chart/range call since the last reset: its path and `from`, `to` (UNIX seconds). */
   readonly ranges: ReadonlyArray<{ readonly path: string; readonly from: number; readonly to: number }>
+  /** Every /coins/markets call since the last reset: its `vs_currency` and when, by the emulator's clock (epoch ms). */
+  readonly markets: ReadonlyArray<{ readonly currency: string; readonly at: number }>
 }
 
 export interface CoinGeckoEmulator {
@@ -131,6 +133,7 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
   let byPath: Record<string, number> = {}
   let byQuery: Record<string, number> = {}
   let ranges: Array<{ path: string; from: number; to: number }> = []
+  let markets: Array<{ currency: string; at: number }> = []
   let total = 0
   let inFlight = 0
   let maxInFlight = 0
@@ -145,10 +148,11 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
     byPath = {}
     byQuery = {}
     ranges = []
+    markets = []
     total = 0
     maxInFlight = inFlight
   }
-  const stats = (): EmulatorStats => ({ total, byPath: { ...byPath }, byQuery: { ...byQuery }, maxInFlight, inFlight, ranges: [...ranges] })
+  const stats = (): EmulatorStats => ({ total, byPath: { ...byPath }, byQuery: { ...byQuery }, maxInFlight, inFlight, ranges: [...ranges], markets: [...markets] })
   const now = () => frozenNow ?? Date.now()
 
   /** The fault to apply to this call, consuming one of `times`. */
@@ -213,6 +217,7 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
     if (path === "/coins/markets") {
       const form = marketsForm(query)
       byQuery[form] = (byQuery[form] ?? 0) + 1
+      markets.push({ currency: query.get("vs_currency")?.toLowerCase() ?? "", at: now() })
     }
     if (path.endsWith("/market_chart/range")) ranges.push({ path, from: Number(query.get("from")), to: Number(query.get("to")) })
     inFlight++

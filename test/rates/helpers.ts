@@ -9,6 +9,7 @@ import { clockLayerFrom } from "../support/clock.ts"
 import { configFrom, type Env } from "../support/config.ts"
 import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
 import { RatesAnswerMemo } from "../../src/rates/answerMemo.ts"
+import { RatesDemand, type RatesDemandShape } from "../../src/rates/demand.ts"
 import { CoinGeckoConfig } from "../../src/rates/coingecko/CoinGeckoConfig.ts"
 import { CopyStore, type CopyStoreShape } from "../../src/rates/copies/CopyStore.ts"
 import { DailyHistory } from "../../src/rates/history/DailyHistory.ts"
@@ -118,20 +119,26 @@ export const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 /**
  * RatesProvider.layerTest saying its answers hold until `freshUntil()` and remembering them as the use
  * case's last step does (the memo the edge reads: one per server build), counting how often it is asked
- * (that is, how often a request reached the HttpApi handler rather than a ready answer).
+ * (that is, how often a request reached the HttpApi handler rather than a ready answer), and noting its
+ * caller in the demand as the use case does.
  */
 export const countingRatesProvider = (freshUntil: () => number) => {
   const calls = { historical: 0 }
+  // The demand the use case notes a request's caller in (and the edge a repeat's): the server build's one.
+  const held: { demand?: RatesDemandShape } = {}
   const layer = Layer.effect(
     RatesProvider,
-    Effect.map(Effect.all([RatesProvider, RatesAnswerMemo]), ([inner, memo]) =>
-      RatesProvider.of({
+    Effect.map(Effect.all([RatesProvider, RatesAnswerMemo, RatesDemand]), ([inner, memo, demand]) => {
+      held.demand = demand
+      return RatesProvider.of({
         historical: (query) =>
           Effect.suspend(() => {
             calls.historical++
+            demand.note(query.caller, query.currency)
             return Effect.map(inner.historical(query), (answer) => memo.remember(query, { ...answer, freshUntil: freshUntil() }))
           })
-      }))
-  ).pipe(Layer.provide(Layer.merge(RatesProvider.layerTest, RatesAnswerMemo.layer)))
-  return { layer, calls }
+      })
+    })
+  ).pipe(Layer.provide(Layer.mergeAll(RatesProvider.layerTest, RatesAnswerMemo.layer, RatesDemand.layer)))
+  return { layer, calls, demand: () => held.demand! }
 }

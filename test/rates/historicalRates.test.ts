@@ -8,6 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Result } from "effect"
 import { TestClock } from "effect/testing"
 import { RatesAnswerMemo } from "../../src/rates/answerMemo.ts"
+import { RatesDemand } from "../../src/rates/demand.ts"
 import * as HistoricalRates from "../../src/rates/historicalRates.ts"
 import { type Chart, CoinDirectory, DailyPoints, type Latest, LatestPrices, type LiveQuote, LiveQuotes, SecondSource, type Served, type Spend } from "../../src/rates/ports.ts"
 import { RatesProvider } from "../../src/rates/RatesProvider.ts"
@@ -94,7 +95,7 @@ const recordingPorts = (options: { readonly failing?: ReadonlyArray<string>; rea
 }
 
 const useCase = (ports: Layer.Layer<CoinDirectory | LiveQuotes | LatestPrices | DailyPoints | SecondSource | RatesAnswerMemo>) =>
-  HistoricalRates.layer({ requestBudgetMs: BUDGET_MS }).pipe(Layer.provide(ports))
+  HistoricalRates.layer({ requestBudgetMs: BUDGET_MS }).pipe(Layer.provide(Layer.merge(ports, RatesDemand.layer)), Layer.provideMerge(RatesDemand.layer))
 
 const ask = Effect.flatMap(RatesProvider, (rates) => rates.historical({ symbols: ["BTC", "ETH"], currency: "usd", days: 7, caller: "ip:198.51.100.7" }))
 
@@ -195,6 +196,18 @@ describe("the rates use case over its ports", () => {
       assert.notInclude(ports.visits.map((v) => v.port), "LatestPrices.latest")
       assert.strictEqual(result.attribution, "Data provided by CoinGecko; Data provided by Coinbase Exchange")
       assert.strictEqual(freshUntil, NOW + 1_000, "a new tick may change the answer a second later")
+    }).pipe(Effect.provide(useCase(ports.layer)))
+  })
+
+  it.effect("the request's caller is counted in the demand first, whatever the answer (a failure too)", () => {
+    const ports = recordingPorts({ failing: ["ethereum"], second: false })
+    return Effect.gen(function*() {
+      yield* TestClock.setTime(NOW)
+      yield* Effect.flip(ask)
+      yield* Effect.flip(Effect.flatMap(RatesProvider, (rates) => rates.historical({ symbols: ["ETH"], currency: "EUR", days: 7 })))
+      const { callers, weights } = (yield* RatesDemand).weights()
+      assert.strictEqual(callers, 2)
+      assert.deepStrictEqual([...weights], [["usd", 1], ["eur", 1]])
     }).pipe(Effect.provide(useCase(ports.layer)))
   })
 

@@ -4,9 +4,10 @@
  * Over HTTP, a request the HttpApi would refuse never gets a remembered answer.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { RatesAnswerMemo } from "../../src/rates/answerMemo.ts"
+import { RatesDemand } from "../../src/rates/demand.ts"
 import { ratesReadyAnswer } from "../../src/rates/readyAnswer.ts"
 import type { RatesResult } from "../../src/rates/RatesProvider.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
@@ -14,6 +15,7 @@ import { countingRatesProvider } from "./helpers.ts"
 
 const NOW = Date.UTC(2026, 10, 22, 10, 0, 0)
 const body = new TextEncoder().encode("{\"remembered\":true}")
+const memoAndDemand = Layer.merge(RatesAnswerMemo.layer, RatesDemand.layer)
 
 /** The ready answer over a memo holding `body` for BTC, ETH in usd over 30 days, fresh for a minute. */
 const setUp = Effect.gen(function*() {
@@ -29,7 +31,7 @@ describe("ratesReadyAnswer", () => {
       const ready = yield* setUp
       assert.strictEqual(ready.operationId, "getHistoricalExchangeRates")
       assert.strictEqual(ready.answer({ cryptos: ["BTC", "ETH"], currency: "usd", days: 30 }), body)
-    }).pipe(Effect.provide(RatesAnswerMemo.layer)))
+    }).pipe(Effect.provide(memoAndDemand)))
 
   it.effect("normalises as the handler does: case, duplicates, defaults; ignores extra members", () =>
     Effect.gen(function*() {
@@ -42,7 +44,7 @@ describe("ratesReadyAnswer", () => {
           { cryptos: ["BTC", "ETH"], note: "extra members are allowed (and ignored)" }
         ]
       ) assert.strictEqual(ready.answer(request), body, JSON.stringify(request))
-    }).pipe(Effect.provide(RatesAnswerMemo.layer)))
+    }).pipe(Effect.provide(memoAndDemand)))
 
   it.effect("misses a query not remembered: other symbols, order, currency or days", () =>
     Effect.gen(function*() {
@@ -56,14 +58,25 @@ describe("ratesReadyAnswer", () => {
           { cryptos: ["BTC", "ETH"], days: 7 }
         ]
       ) assert.isUndefined(ready.answer(request), JSON.stringify(request))
-    }).pipe(Effect.provide(RatesAnswerMemo.layer)))
+    }).pipe(Effect.provide(memoAndDemand)))
+
+  it.effect("notes the caller of a repeat it answers (by its address, as the handler counts it), and of a miss nothing", () =>
+    Effect.gen(function*() {
+      const ready = yield* setUp
+      const demand = yield* RatesDemand
+      assert.strictEqual(ready.answer({ cryptos: ["BTC", "ETH"] }, "198.51.100.7"), body)
+      assert.strictEqual(ready.answer({ cryptos: ["btc", "eth"], currency: "USD" }, "2001:db8::1"), body)
+      assert.isUndefined(ready.answer({ cryptos: ["BTC"], currency: "eur" }, "198.51.100.8"))
+      assert.deepStrictEqual(demand.weights(), { weights: new Map([["usd", 2]]), callers: 2 })
+      assert.deepStrictEqual(demand.size(), { callers: 2, pairs: 2 })
+    }).pipe(Effect.provide(memoAndDemand)))
 
   it.effect("misses once the remembered answer is past its freshness", () =>
     Effect.gen(function*() {
       const ready = yield* setUp
       yield* TestClock.adjust("1 minute")
       assert.isUndefined(ready.answer({ cryptos: ["BTC", "ETH"] }))
-    }).pipe(Effect.provide(RatesAnswerMemo.layer)))
+    }).pipe(Effect.provide(memoAndDemand)))
 })
 
 describe("an answer remembered is repeated by the edge, only while it holds", () => {
@@ -81,6 +94,26 @@ describe("an answer remembered is repeated by the edge, only while it holds", ()
       assert.strictEqual(again.status, 200)
       assert.strictEqual(await again.text(), await first.text())
       assert.strictEqual(rates.calls.historical, 1)
+    } finally {
+      await app.close()
+    }
+  })
+
+  it("every request counts its caller, a repeat the edge answers from the memo as much as the first", async () => {
+    const rates = counting(() => Date.now() + 60_000)
+    const app = await startTestApp({ rates: rates.layer, env: { TRUST_PROXY: "true" } })
+    try {
+      for (const address of ["198.51.100.1", "198.51.100.2", "198.51.100.3"]) {
+        const res = await fetch(`${app.url}/api/v1/exchange-rates`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-forwarded-for": address },
+          body: JSON.stringify({ cryptos: ["BTC"], currency: "eur" })
+        })
+        assert.strictEqual(res.status, 200)
+      }
+      assert.strictEqual(rates.calls.historical, 1)
+      // One demand for the edge and the use case: three callers, all in eur.
+      assert.deepStrictEqual(rates.demand().weights(), { weights: new Map([["eur", 3]]), callers: 3 })
     } finally {
       await app.close()
     }

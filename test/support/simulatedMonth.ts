@@ -3,9 +3,12 @@
  * a simulated clock: the service (src/server.ts `ServerLive`, the live rates provider, its credit ledger
  * and history under a temp DATA_DIR) runs in this process with Effect's Clock replaced by one the loop
  * sets. Every step the clock and the emulator's clock move on and the landing page's three queries are
- * asked over real HTTP, each from one of 200 addresses (X-Forwarded-For, TRUST_PROXY=true). Waits
+ * asked over real HTTP by one visitor, as a browser loading the page asks them, each step's visitor the
+ * next of 200 addresses (X-Forwarded-For, TRUST_PROXY=true; the refresh budget is shared by callers:
+ * src/rates/demand.ts). Waits
  * (timeouts, retries) still take real time. Credits are the emulator's count of the calls it answered (one
- * credit a call, what CoinGecko bills). Used by `npm run bench -- --month` and test/e2e/rates-month.test.ts.
+ * credit a call, what CoinGecko bills). Used by `npm run bench -- --month`, test/e2e/rates-month.test.ts
+ * and test/e2e/rates-currency-flood.test.ts (hours rather than days, and more queries each step: `extra`).
  */
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -24,7 +27,7 @@ import * as DurableCells from "../../src/platform/durableCell/layer.ts"
 import { DailyHistory } from "../../src/rates/history/DailyHistory.ts"
 import { ServerLive } from "../../src/server.ts"
 import { startCoinGeckoEmulator } from "../emulators/coingecko.ts"
-import { configFrom } from "./config.ts"
+import { configFrom, type Env } from "./config.ts"
 import { coinGeckoAlone } from "../rates/helpers.ts"
 
 /** The landing page of issue 21: three queries, asked over and over. */
@@ -36,6 +39,7 @@ export const LANDING_PAGE = [
 
 export const MONTH_START = Date.parse("2026-11-01T00:00:00Z")
 const DAY_MS = 86_400_000
+const HOUR_MS = 3_600_000
 export const ADDRESSES = 200
 
 /** Effect's Clock, told the time by this loop; waits are real. */
@@ -93,9 +97,34 @@ export interface MonthResult {
   readonly refreshIntervalSeconds: { readonly last: number | undefined; readonly max: number }
   readonly oldestPricesSeconds: number
   readonly wallSeconds: number
+  /** The emulator's `/coins/markets` calls: their currency and simulated time. */
+  readonly markets: ReadonlyArray<{ readonly currency: string; readonly at: number }>
 }
 
-export const simulateMonth = async (perMonth: number, opts: { readonly stepSeconds: number; readonly days: number }): Promise<MonthResult> => {
+/** One step of the simulation, as `extra` sees it. */
+export interface SimulatedStep {
+  /** The simulated time (epoch ms) and the step's number from 0. */
+  readonly now: number
+  readonly step: number
+  /** Asks the rates endpoint `body` (JSON-encoded here) from `address`: the status and body answered. */
+  readonly ask: (body: unknown, address: string) => Promise<{ readonly status: number; readonly body: string }>
+}
+
+export interface SimulationOptions {
+  readonly stepSeconds: number
+  /** How long, in simulated days; `hours` instead when given. */
+  readonly days: number
+  readonly hours?: number | undefined
+  /** Over the simulation's environment (a TTL, a plan's setting). */
+  readonly env?: Env | undefined
+  /**
+   * More queries each step, asked alongside the landing page's and settled with them; their answers
+   * are the hook's, not counted in the result's requests.
+   */
+  readonly extra?: ((step: SimulatedStep) => Promise<void>) | undefined
+}
+
+export const simulateMonth = async (perMonth: number, opts: SimulationOptions): Promise<MonthResult> => {
   const emulator = await startCoinGeckoEmulator({ host: "127.0.0.1", now: MONTH_START })
   const dataDir = mkdtempSync(join(tmpdir(), "bench-month-"))
   const sim = simulatedClock(MONTH_START)
@@ -107,7 +136,8 @@ export const simulateMonth = async (perMonth: number, opts: { readonly stepSecon
     DATA_DIR: dataDir,
     TRUST_PROXY: "true",
     RATE_LIMIT_RATES_PER_MIN: "1000000000",
-    PUBLIC_BASE_URL: "http://127.0.0.1"
+    PUBLIC_BASE_URL: "http://127.0.0.1",
+    ...opts.env
   }
   const services = Layer.mergeAll(
     // CoinGecko never fails here: the second source is never asked, and must not reach its real host.
@@ -129,6 +159,14 @@ export const simulateMonth = async (perMonth: number, opts: { readonly stepSecon
     if (address._tag === "UnixPathAddress") throw new Error("the service listens on a unix socket")
     const url = `http://127.0.0.1:${address.port}/api/v1/exchange-rates`
     const bodies = LANDING_PAGE.map((query) => JSON.stringify(query))
+    const ask = async (body: unknown, address: string) => {
+      const response = await fetch(url, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-forwarded-for": address },
+        body: typeof body === "string" ? body : JSON.stringify(body)
+      })
+      return { status: response.status, body: await response.text() }
+    }
     const statuses: Record<string, number> = {}
     let requests = 0
     let ok = 0
@@ -137,18 +175,14 @@ export const simulateMonth = async (perMonth: number, opts: { readonly stepSecon
     let maxCreditsInADay = 0
     let creditsAtDayStart = 0
     let day = 0
-    const end = MONTH_START + opts.days * DAY_MS
+    const end = MONTH_START + (opts.hours === undefined ? opts.days * DAY_MS : opts.hours * HOUR_MS)
     for (let now = MONTH_START, step = 0; now < end; now += opts.stepSeconds * 1000, step++) {
       sim.set(now)
       emulator.setNow(now)
-      const answers = await Promise.all(bodies.map(async (body, i) => {
-        const response = await fetch(url, {
-          method: "POST",
-          headers: { "content-type": "application/json", "x-forwarded-for": `198.51.100.${(step * bodies.length + i) % ADDRESSES}` },
-          body
-        })
-        return { status: response.status, body: await response.text() }
-      }))
+      const [answers] = await Promise.all([
+        Promise.all(bodies.map((body) => ask(body, `198.51.100.${step % ADDRESSES}`))),
+        opts.extra?.({ now, step, ask })
+      ])
       // Work the answers started (background refreshes) ends before the clock moves on, as it would
       // within a real step's seconds: the simulation must not outrun the service's own I/O. Every
       // upstream call goes through the ledger first, so quiet ledger and emulator mean no work under way.
@@ -191,7 +225,8 @@ export const simulateMonth = async (perMonth: number, opts: { readonly stepSecon
       maxCreditsInADay,
       refreshIntervalSeconds: { last: gauge("rates_refresh_interval_seconds"), max: maxInterval },
       oldestPricesSeconds: Math.round(oldest / 1000),
-      wallSeconds: Math.round((performance.now() - started) / 100) / 10
+      wallSeconds: Math.round((performance.now() - started) / 100) / 10,
+      markets: emulator.stats().markets
     }
   } finally {
     await Effect.runPromise(Scope.close(scope, Exit.void))

@@ -1,9 +1,10 @@
 /**
  * `LatestPrices` served by CoinGecko: a coin's latest price and % changes from `/coins/markets`, one call
  * for every cold coin of a request (and the rest of its currency's unit, for the same one credit:
- * refreshPacer.ts), held as copies (copies/) that live for the refresh interval the month's pace allows,
- * and refreshed behind the callers' backs, one call per currency for every coin asked in it. During an
- * outage the last good copies serve, marked stale.
+ * refreshPacer.ts), held as copies (copies/) that live for their currency's refresh interval, the share
+ * of the month's pace its callers have (RatesDemand, ../demand.ts), and refreshed behind the callers'
+ * backs, one call per currency for every coin asked in it. During an outage the last good copies serve,
+ * marked stale.
  */
 import { Clock, Duration, Effect, Layer, Schema } from "effect"
 import { makeCopies } from "../copies/Copies.ts"
@@ -11,6 +12,7 @@ import type { CopyStore } from "../copies/CopyStore.ts"
 import { freshFor, type Timing } from "../copies/entry.ts"
 import { type Latest, LatestPrices, type Served } from "../ports.ts"
 import type { Charge } from "../upstream.ts"
+import { RatesDemand } from "../demand.ts"
 import { CoinGeckoClient, type MarketRow } from "./CoinGeckoClient.ts"
 import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
 import { MonthlyBudget } from "./credits/MonthlyBudget.ts"
@@ -46,16 +48,17 @@ const makeLatestPrices = Effect.gen(function*() {
   const config = yield* CoinGeckoConfig
   const client = yield* CoinGeckoClient
   const { plan } = yield* MonthlyBudget
-  const pacer = makeRefreshPacer({ minIntervalMs: config.latestTtlSeconds * 1000, creditsPerMs: plan.ratePerMs })
+  const demand = yield* RatesDemand
+  const pacer = makeRefreshPacer({ minIntervalMs: config.latestTtlSeconds * 1000, creditsPerMs: plan.ratePerMs, demand: demand.weights })
   const attemptTimeout = Duration.millis(config.attemptTimeoutMs)
 
-  // Fresh for the pacer's interval when stored, refreshed when asked for an attempt's time before it
+  // Fresh for its unit's interval when stored, refreshed when asked for an attempt's time before it
   // ends (so the new copy lands before the old one expires), served one interval more while the refresh
   // runs or the pace holds it back (at most the wait for one credit); past that, a request waits for a
   // cold fetch, and during an outage gets the copy marked stale.
-  const timing = (value: Latest, storedAt: number): Timing => {
+  const timing = (value: Latest, storedAt: number, { currency }: PriceOf): Timing => {
     if (value === null) return freshFor(Duration.seconds(config.latestTtlSeconds))
-    const ttl = Duration.millis(pacer.interval(storedAt))
+    const ttl = Duration.millis(pacer.interval(currency, storedAt))
     return { ttl, refreshAhead: Duration.min(Duration.divideUnsafe(ttl, 2), attemptTimeout), grace: ttl }
   }
 
@@ -110,5 +113,11 @@ const makeLatestPrices = Effect.gen(function*() {
   })
 })
 
-/** Needs the client, the config, the month's budget (its pace sets the refresh interval) and the copies' store. */
-export const layer: Layer.Layer<LatestPrices, never, CoinGeckoClient | CoinGeckoConfig | MonthlyBudget | CopyStore> = Layer.effect(LatestPrices, makeLatestPrices)
+/**
+ * Needs the client, the config, the month's budget and the callers' demand (together they set the refresh
+ * intervals; the demand is the one the use case and the edge note: one instance per build) and the copies' store.
+ */
+export const layer: Layer.Layer<LatestPrices, never, CoinGeckoClient | CoinGeckoConfig | MonthlyBudget | RatesDemand | CopyStore> = Layer.effect(
+  LatestPrices,
+  makeLatestPrices
+)

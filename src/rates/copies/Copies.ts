@@ -122,7 +122,7 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
         }
         const storedAt = yield* Clock.currentTimeMillis
         for (const [key, value] of fetched) {
-          const entry = entryAt(value, storedAt, options.timing(value, storedAt))
+          const entry = entryAt(value, storedAt, options.timing(value, storedAt, key))
           yield* write(key, entry)
           out.set(keyOf(key), entry)
         }

@@ -58,7 +58,8 @@ export interface CopiesOptions<K, A, I = unknown> {
   readonly keyOf: (key: K) => string
   /** What a value is: a copy read back from the store is validated with it (another instance or release may have written it). */
   readonly value: Schema.Codec<A, I>
-  readonly timing: (value: A, storedAt: number) => Timing
+  /** How long `value`, fetched for `key` at `storedAt`, serves (latest prices: its currency's interval). */
+  readonly timing: (value: A, storedAt: number, key: K) => Timing
   /** A negative answer: kept in the store's own tier, fresh for its time, never a last good copy. */
   readonly isNegative?: ((value: A) => boolean) | undefined
   /**
