@@ -3,18 +3,22 @@
  * CoinGecko emulator on a simulated clock, per plan, to count the credits CoinGecko would bill.
  *
  * The simulation is test/support/simulatedMonth.ts: a step every `--step-s` (20) simulated seconds, over
- * `--days` days (30) from 2026-11-01T00:00Z. Printed per plan (Demo 10,000, Basic 100,000): credits spent, and per day at most,
- * the refresh interval reached, the oldest prices served (now − asOf), the share of answers that were 200.
+ * `--days` days (30) from 2026-11-01T00:00Z, as shipped: the majors live from the Coinbase emulator's feed,
+ * a long-tail coin (PEPE) asked by a few addresses besides the landing page (`--no-feed`: CoinGecko alone,
+ * the landing page only, as before live quotes). Printed per plan (Demo 10,000, Basic 100,000): credits
+ * spent, and per day at most, the refresh interval reached, the oldest prices served (now − asOf), the
+ * oldest majors' and long-tail prices (each rate's asOf), the share of answers that were 200.
  *
- *   npm run bench -- --month [--step-s 20] [--days 30] [--plans 10000,100000]
+ *   npm run bench -- --month [--step-s 20] [--days 30] [--plans 10000,100000] [--no-feed]
  */
-import { ADDRESSES, LANDING_PAGE, MONTH_START, type MonthResult, simulateMonth } from "../support/simulatedMonth.ts"
+import { ADDRESSES, LANDING_PAGE, LONG_TAIL, LONG_TAIL_ADDRESSES, MONTH_START, type MonthResult, simulateMonth } from "../support/simulatedMonth.ts"
 import { fail, fmtInt, round } from "./common.ts"
 
 export interface MonthOptions {
   readonly stepSeconds: number
   readonly days: number
   readonly plans: ReadonlyArray<number>
+  readonly feed: boolean
 }
 
 export const parseMonthOptions = (argv: ReadonlyArray<string>): MonthOptions => {
@@ -31,28 +35,35 @@ export const parseMonthOptions = (argv: ReadonlyArray<string>): MonthOptions => 
   }
   const plans = (value("plans") ?? "10000,100000").split(",").map(Number)
   if (plans.some((n) => !Number.isInteger(n) || n < 1_000)) fail("--plans: a comma list of credits a month, each at least 1000")
-  return { stepSeconds: int("step-s", 20, 1, 3_600), days: int("days", 30, 1, 31), plans }
+  return { stepSeconds: int("step-s", 20, 1, 3_600), days: int("days", 30, 1, 31), plans, feed: !argv.includes("--no-feed") }
 }
 
 export const runMonthMode = async (argv: ReadonlyArray<string>) => {
   const opts = parseMonthOptions(argv)
   process.stdout.write(
     `month mode: the landing page's ${LANDING_PAGE.length} queries every ${opts.stepSeconds} s of simulated time from ` +
-      `${ADDRESSES} addresses, ${opts.days} days from ${new Date(MONTH_START).toISOString()}, against the CoinGecko emulator\n`
+      `${ADDRESSES} addresses, ${opts.days} days from ${new Date(MONTH_START).toISOString()}, against the CoinGecko emulator` +
+      (opts.feed ? `; live quotes from the Coinbase emulator's feed; ${JSON.stringify(LONG_TAIL)} from ${LONG_TAIL_ADDRESSES} addresses\n` : " alone (--no-feed)\n")
   )
   const results: Array<MonthResult> = []
   for (const perMonth of opts.plans) {
     process.stdout.write(`plan of ${fmtInt(perMonth)} credits a month...`)
-    const result = await simulateMonth(perMonth, opts)
+    const result = await simulateMonth(perMonth, { stepSeconds: opts.stepSeconds, days: opts.days, feed: opts.feed })
     results.push(result)
     process.stdout.write(` ${result.wallSeconds} s\n`)
   }
-  process.stdout.write(`\n| credits a month | credits spent | most in a day | refresh interval (last, max) | oldest prices served | answers 200 |\n|---|---|---|---|---|---|\n`)
+  const live = (r: MonthResult) =>
+    r.majorsOldestSeconds === undefined
+      ? "| – | – "
+      : `| ${r.majorsOldestSeconds} s (${fmtInt(r.majorsFromCoinbase?.coinbase ?? 0)} of ${fmtInt(r.majorsFromCoinbase?.all ?? 0)} from Coinbase) | ${round((r.longTailOldestSeconds ?? 0) / 60, 2)} min `
+  process.stdout.write(
+    `\n| credits a month | credits spent | most in a day | refresh interval (last, max) | oldest prices served | oldest majors' price | oldest long-tail price | answers 200 |\n|---|---|---|---|---|---|---|---|\n`
+  )
   for (const r of results) {
     const interval = `${round((r.refreshIntervalSeconds.last ?? 0) / 60, 2)} min, ${round(r.refreshIntervalSeconds.max / 60, 2)} min`
     process.stdout.write(
       `| ${fmtInt(r.perMonth)} | ${fmtInt(r.credits)} (${round((100 * r.credits) / r.perMonth, 1)} %) | ${fmtInt(r.maxCreditsInADay)} | ${interval} | ` +
-        `${round(r.oldestPricesSeconds / 60, 2)} min | ${fmtInt(r.ok)} of ${fmtInt(r.requests)} (${round((100 * r.ok) / r.requests, 3)} %) |\n`
+        `${round(r.oldestPricesSeconds / 60, 2)} min ${live(r)}| ${fmtInt(r.ok)} of ${fmtInt(r.requests)} (${round((100 * r.ok) / r.requests, 3)} %) |\n`
     )
   }
   const others = results.flatMap((r) => Object.entries(r.statuses).filter(([s]) => s !== "200").map(([s, n]) => `${fmtInt(r.perMonth)}: ${n} × ${s}`))

@@ -3,7 +3,8 @@
  * credits a month) spent 2 to 4 upstream calls a minute, 9 to 17 times the plan. A simulated day of that
  * traffic, through the service over HTTP and the CoinGecko emulator (test/support/simulatedMonth.ts),
  * must spend at most a day's share of the month, answer 200 every time, with prices at most 15 minutes
- * old. The whole month, and Basic's, is `npm run bench -- --month`. And when the month's credits are
+ * old; as shipped (issue 28), the majors' prices at most 10 s old from Coinbase's feed and a long-tail
+ * coin's at most 15 minutes. The whole month, and Basic's, is `npm run bench -- --month`. And when the month's credits are
  * spent, no call is made: nothing held is 503 with Retry-After, and `/readyz` does not care.
  */
 import { NodeHttpClient } from "@effect/platform-node"
@@ -28,6 +29,16 @@ describe("the landing page over a simulated day, on Demo's credits", () => {
     // Prices are refreshed as often as the pace allows: no fewer than two currencies' worth an hour.
     expect(day.credits).toBeGreaterThan(2 * 24)
     expect(day.oldestPricesSeconds).toBeLessThanOrEqual(15 * 60)
+  }, 180_000)
+
+  it("as shipped, with the majors live from Coinbase's feed (issue 28): every answer 200, majors' prices at most 10 s old, a long-tail coin's at most 15 minutes, within a day's share", async () => {
+    const day = await simulateMonth(10_000, { days: 1, stepSeconds: 60, feed: true })
+    expect(day.statuses).toEqual({ 200: day.requests })
+    expect(day.credits).toBeLessThanOrEqual(10_000 / 30)
+    expect(day.majorsFromCoinbase?.coinbase).toBe(day.majorsFromCoinbase?.all)
+    expect(day.majorsOldestSeconds).toBeLessThanOrEqual(10)
+    expect(day.longTailOldestSeconds).toBeLessThanOrEqual(15 * 60)
+    console.info(`a simulated day as shipped: ${day.credits} credits, majors at most ${day.majorsOldestSeconds} s old (${day.majorsFromCoinbase?.coinbase} of ${day.majorsFromCoinbase?.all} answers from Coinbase), PEPE at most ${day.longTailOldestSeconds} s`)
   }, 180_000)
 })
 

@@ -9,6 +9,13 @@
  * (timeouts, retries) still take real time. Credits are the emulator's count of the calls it answered (one
  * credit a call, what CoinGecko bills). Used by `npm run bench -- --month`, test/e2e/rates-month.test.ts
  * and test/e2e/rates-currency-flood.test.ts (hours rather than days, and more queries each step: `extra`).
+ *
+ * With `feed`, as shipped (issue 28): the Coinbase emulator too, its REST API and its WebSocket feed on the
+ * same simulated clock, the service following the majors live. Each step the feed publishes a trade and a
+ * heartbeat of every pair followed, and the step's queries wait until the service has read them (a
+ * real feed ticks every second; a step is 20 simulated seconds). A long-tail coin (`LONG_TAIL`, which
+ * only CoinGecko prices) is asked too, by a few addresses, and the ages of the majors' and of its prices
+ * are measured on each rate's own `asOf`.
  */
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -26,6 +33,10 @@ import { DurableCell } from "../../src/platform/durableCell/DurableCell.ts"
 import * as DurableCells from "../../src/platform/durableCell/layer.ts"
 import { DailyHistory } from "../../src/rates/history/DailyHistory.ts"
 import { ServerLive } from "../../src/server.ts"
+import { CoinbaseConfig } from "../../src/rates/coinbase/CoinbaseConfig.ts"
+import { CoinGeckoConfig } from "../../src/rates/coingecko/CoinGeckoConfig.ts"
+import * as Rates from "../../src/rates/layer.ts"
+import { type CoinbaseEmulator, startCoinbaseEmulator } from "../emulators/coinbase.ts"
 import { startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { configFrom, type Env } from "./config.ts"
 import { coinGeckoAlone } from "../rates/helpers.ts"
@@ -36,6 +47,12 @@ export const LANDING_PAGE = [
   { cryptos: ["BTC"], days: 30 },
   { cryptos: ["BTC", "ETH"], currency: "eur", days: 7 }
 ] as const
+
+/** A coin only CoinGecko prices (Coinbase lists no PEPE), asked each step by one of `LONG_TAIL_ADDRESSES`. */
+export const LONG_TAIL = { cryptos: ["PEPE"], days: 7 } as const
+export const LONG_TAIL_ADDRESSES = 5
+/** Coins whose prices the feed carries in the landing page. */
+const MAJORS = new Set(["BTC", "ETH", "SOL"])
 
 export const MONTH_START = Date.parse("2026-11-01T00:00:00Z")
 const DAY_MS = 86_400_000
@@ -97,6 +114,11 @@ export interface MonthResult {
   readonly refreshIntervalSeconds: { readonly last: number | undefined; readonly max: number }
   readonly oldestPricesSeconds: number
   readonly wallSeconds: number
+  /** With `feed`: the oldest BTC, ETH or SOL price served (now − the rate's asOf), and the long-tail coin's. */
+  readonly majorsOldestSeconds: number | undefined
+  readonly longTailOldestSeconds: number | undefined
+  /** With `feed`: answers whose majors were priced by Coinbase, of those with majors. */
+  readonly majorsFromCoinbase: { readonly coinbase: number; readonly all: number } | undefined
   /** The emulator's `/coins/markets` calls: their currency and simulated time. */
   readonly markets: ReadonlyArray<{ readonly currency: string; readonly at: number }>
 }
@@ -122,10 +144,22 @@ export interface SimulationOptions {
    * are the hook's, not counted in the result's requests.
    */
   readonly extra?: ((step: SimulatedStep) => Promise<void>) | undefined
+  /** The shipped configuration: live quotes from the Coinbase emulator's feed, and the long-tail coin asked. */
+  readonly feed?: boolean | undefined
 }
+
+interface Rate {
+  readonly symbol: string
+  readonly asOf: string
+  readonly sources: { readonly price: string }
+}
+
+/** The Coinbase emulator on the simulation's clock: its feed publishes only when told (each step). */
+const startCoinbase = () => startCoinbaseEmulator({ host: "127.0.0.1", now: MONTH_START, rateLimit: false, feed: { tickEveryMs: 3_600_000, heartbeatEveryMs: 3_600_000 } })
 
 export const simulateMonth = async (perMonth: number, opts: SimulationOptions): Promise<MonthResult> => {
   const emulator = await startCoinGeckoEmulator({ host: "127.0.0.1", now: MONTH_START })
+  const coinbase: CoinbaseEmulator | undefined = opts.feed === true ? await startCoinbase() : undefined
   const dataDir = mkdtempSync(join(tmpdir(), "bench-month-"))
   const sim = simulatedClock(MONTH_START)
   const ledger = countingCell()
@@ -137,11 +171,13 @@ export const simulateMonth = async (perMonth: number, opts: SimulationOptions): 
     TRUST_PROXY: "true",
     RATE_LIMIT_RATES_PER_MIN: "1000000000",
     PUBLIC_BASE_URL: "http://127.0.0.1",
+    ...(coinbase === undefined ? {} : { COINBASE_BASE_URL: coinbase.url, COINBASE_WS_URL: coinbase.wsUrl, RATES_FALLBACK: "none" }),
     ...opts.env
   }
+  // CoinGecko never fails here: the second source is never asked, and must not reach its real host.
+  const rates = coinbase === undefined ? coinGeckoAlone : Rates.layerConfigured.pipe(Layer.provide(Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layer)))
   const services = Layer.mergeAll(
-    // CoinGecko never fails here: the second source is never asked, and must not reach its real host.
-    coinGeckoAlone.pipe(Layer.provide(Layer.merge(ledger.layer, DailyHistory.layer))),
+    rates.pipe(Layer.provide(Layer.merge(ledger.layer, DailyHistory.layer))),
     NewsletterMemory.layer,
     OAuth.layerTest(),
     AccessLog.silent,
@@ -175,14 +211,37 @@ export const simulateMonth = async (perMonth: number, opts: SimulationOptions): 
     let maxCreditsInADay = 0
     let creditsAtDayStart = 0
     let day = 0
+    let majorsOldest = 0
+    let longTailOldest = 0
+    const majorsFrom = { coinbase: 0, all: 0 }
+    const ticksRead = () => gauge("rates_live_ticks_total") ?? 0
+    // Both counted from here: the ticks the feed sent, and those the service read.
+    const ticksAtStart = ticksRead()
+    const sentAtStart = coinbase?.stats().feed.ticks ?? 0
     const end = MONTH_START + (opts.hours === undefined ? opts.days * DAY_MS : opts.hours * HOUR_MS)
     for (let now = MONTH_START, step = 0; now < end; now += opts.stepSeconds * 1000, step++) {
       sim.set(now)
       emulator.setNow(now)
-      const [answers] = await Promise.all([
+      if (coinbase !== undefined) {
+        coinbase.setNow(now)
+        coinbase.publishFeed()
+        // The step's trades read by the service before anyone asks (at most a second of real time).
+        const sent = coinbase.stats().feed.ticks - sentAtStart
+        for (let waited = 0; ticksRead() - ticksAtStart < sent && waited < 1_000; waited++) await new Promise((resolve) => setTimeout(resolve, 1))
+      }
+      const [answers, , longTail] = await Promise.all([
         Promise.all(bodies.map((body) => ask(body, `198.51.100.${step % ADDRESSES}`))),
-        opts.extra?.({ now, step, ask })
+        opts.extra?.({ now, step, ask }),
+        coinbase === undefined ? undefined : ask(LONG_TAIL, `203.0.113.${step % LONG_TAIL_ADDRESSES}`)
       ])
+      if (longTail !== undefined) {
+        requests++
+        statuses[longTail.status] = (statuses[longTail.status] ?? 0) + 1
+        if (longTail.status === 200) {
+          ok++
+          for (const rate of (JSON.parse(longTail.body) as { rates: ReadonlyArray<Rate> }).rates) longTailOldest = Math.max(longTailOldest, now - Date.parse(rate.asOf))
+        }
+      }
       // Work the answers started (background refreshes) ends before the clock moves on, as it would
       // within a real step's seconds: the simulation must not outrun the service's own I/O. Every
       // upstream call goes through the ledger first, so quiet ledger and emulator mean no work under way.
@@ -201,8 +260,15 @@ export const simulateMonth = async (perMonth: number, opts: SimulationOptions): 
         statuses[answer.status] = (statuses[answer.status] ?? 0) + 1
         if (answer.status !== 200) continue
         ok++
-        const asOf = Date.parse((JSON.parse(answer.body) as { asOf: string }).asOf)
+        const parsed = JSON.parse(answer.body) as { asOf: string; rates: ReadonlyArray<Rate> }
+        const asOf = Date.parse(parsed.asOf)
         oldest = Math.max(oldest, now - asOf)
+        const majors = parsed.rates.filter((rate) => MAJORS.has(rate.symbol))
+        if (coinbase !== undefined && majors.length > 0) {
+          majorsFrom.all++
+          if (majors.every((rate) => rate.sources.price === "coinbase")) majorsFrom.coinbase++
+          for (const rate of majors) majorsOldest = Math.max(majorsOldest, now - Date.parse(rate.asOf))
+        }
         if (process.env.MONTH_DEBUG && now - asOf > Number(process.env.MONTH_DEBUG) * 60_000) process.stdout.write(`${new Date(now).toISOString()} ${answer.body.slice(0, 160)} calls=${emulator.stats().total}\n`)
       }
       if (step % 180 === 0) maxInterval = Math.max(maxInterval, gauge("rates_refresh_interval_seconds") ?? 0)
@@ -226,11 +292,15 @@ export const simulateMonth = async (perMonth: number, opts: SimulationOptions): 
       refreshIntervalSeconds: { last: gauge("rates_refresh_interval_seconds"), max: maxInterval },
       oldestPricesSeconds: Math.round(oldest / 1000),
       wallSeconds: Math.round((performance.now() - started) / 100) / 10,
+      majorsOldestSeconds: coinbase === undefined ? undefined : Math.round(majorsOldest / 1000),
+      longTailOldestSeconds: coinbase === undefined ? undefined : Math.round(longTailOldest / 1000),
+      majorsFromCoinbase: coinbase === undefined ? undefined : majorsFrom,
       markets: emulator.stats().markets
     }
   } finally {
     await Effect.runPromise(Scope.close(scope, Exit.void))
     await emulator.close()
+    await coinbase?.close()
     rmSync(dataDir, { recursive: true, force: true })
   }
 }
