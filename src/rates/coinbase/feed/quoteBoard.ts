@@ -10,7 +10,7 @@
  * down at once: the REST tickers take over without waiting out the silence.
  */
 
-export interface BoardQuote {
+interface BoardQuote {
   readonly price: number
   /** % over 24 hours, from the tick's `open_24h`. */
   readonly change24h: number
