@@ -24,11 +24,14 @@ export interface Server {
 }
 
 /**
- * The service's environment besides its address: high limits (the limiter runs, nobody is refused), and
- * the single in-memory process whatever the shell exports (`npm test` users often have REDIS_URL and
- * DATABASE_URL set): the Redis mode sets its own.
+ * The service's environment besides its address: high limits (the limiter runs, nobody is refused), the
+ * single in-memory process whatever the shell exports (`npm test` users often have REDIS_URL and
+ * DATABASE_URL set): the Redis mode sets its own; and CoinGecko alone, no call to Coinbase (no second
+ * source, no live quotes): the month-real mode points both at the Coinbase emulator.
  */
 export const serviceSettings: Readonly<Record<string, string | undefined>> = {
+  RATES_FALLBACK: "none",
+  COINBASE_WS_URL: "none",
   RATE_LIMIT_RATES_PER_MIN: String(HIGH_LIMIT),
   RATE_LIMIT_SUBSCRIBE_PER_MIN: String(HIGH_LIMIT),
   NEWSLETTER_PROVIDER: "local",
@@ -56,7 +59,7 @@ export interface ServiceStart {
   readonly logPath: string
   /** `--cpu-prof` into this directory. */
   readonly profDir: string | undefined
-  /** More variables (the Redis mode: REDIS_URL, WEB_CONCURRENCY, limits), over `serviceSettings`; `undefined` unsets one. */
+  /** More variables (the Redis mode: REDIS_URL, WEB_CONCURRENCY, limits; Coinbase's URLs), over `serviceSettings`; `undefined` unsets one. */
   readonly env?: Readonly<Record<string, string | undefined>>
 }
 
@@ -64,7 +67,7 @@ export const startService = async (o: ServiceStart): Promise<Server> => {
   const port = await freePort()
   const logFd = openSync(o.logPath, "w")
   const argv = pinned(o.serverCpus, [NODE, ...(o.profDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${o.profDir}`]), ...startArguments()])
-  const env: Record<string, string | undefined> = { ...process.env, ...serviceSettings, ...o.env, PORT: String(port), HOST, DATA_DIR: o.dataDir, PUBLIC_BASE_URL: `http://${HOST}:${port}`, COINGECKO_BASE_URL: o.upstreamUrl, RATES_FALLBACK: "none" }
+  const env: Record<string, string | undefined> = { ...process.env, ...serviceSettings, ...o.env, PORT: String(port), HOST, DATA_DIR: o.dataDir, PUBLIC_BASE_URL: `http://${HOST}:${port}`, COINGECKO_BASE_URL: o.upstreamUrl }
   for (const [name, value] of Object.entries(env)) if (value === undefined) delete env[name]
   const child = track(spawn(argv[0]!, argv.slice(1), { cwd: ROOT, env, stdio: ["ignore", logFd, "pipe"] }))
   closeSync(logFd)
