@@ -117,6 +117,8 @@ export interface MonthResult {
   /** With `feed`: the oldest BTC, ETH or SOL price served (now − the rate's asOf), and the long-tail coin's. */
   readonly majorsOldestSeconds: number | undefined
   readonly longTailOldestSeconds: number | undefined
+  /** With `feed`: steps whose trades the service had not all read after a second (a connection replaced). */
+  readonly stepsUnread: number | undefined
   /** With `feed`: answers whose majors were priced by Coinbase, of those with majors. */
   readonly majorsFromCoinbase: { readonly coinbase: number; readonly all: number } | undefined
   /** The emulator's `/coins/markets` calls: their currency and simulated time. */
@@ -215,19 +217,21 @@ export const simulateMonth = async (perMonth: number, opts: SimulationOptions): 
     let longTailOldest = 0
     const majorsFrom = { coinbase: 0, all: 0 }
     const ticksRead = () => gauge("rates_live_ticks_total") ?? 0
-    // Both counted from here: the ticks the feed sent, and those the service read.
-    const ticksAtStart = ticksRead()
-    const sentAtStart = coinbase?.stats().feed.ticks ?? 0
+    let unread = 0
     const end = MONTH_START + (opts.hours === undefined ? opts.days * DAY_MS : opts.hours * HOUR_MS)
     for (let now = MONTH_START, step = 0; now < end; now += opts.stepSeconds * 1000, step++) {
       sim.set(now)
       emulator.setNow(now)
       if (coinbase !== undefined) {
         coinbase.setNow(now)
+        const [read, sent] = [ticksRead(), coinbase.stats().feed.ticks]
         coinbase.publishFeed()
-        // The step's trades read by the service before anyone asks (at most a second of real time).
-        const sent = coinbase.stats().feed.ticks - sentAtStart
-        for (let waited = 0; ticksRead() - ticksAtStart < sent && waited < 1_000; waited++) await new Promise((resolve) => setTimeout(resolve, 1))
+        // The step's trades read by the service before anyone asks (at most a second of real time; a
+        // connection being replaced may not read them all).
+        const published = coinbase.stats().feed.ticks - sent
+        let waited = 0
+        for (; ticksRead() - read < published && waited < 1_000; waited++) await new Promise((resolve) => setTimeout(resolve, 1))
+        if (waited >= 1_000) unread++
       }
       const [answers, , longTail] = await Promise.all([
         Promise.all(bodies.map((body) => ask(body, `198.51.100.${step % ADDRESSES}`))),
@@ -295,6 +299,7 @@ export const simulateMonth = async (perMonth: number, opts: SimulationOptions): 
       majorsOldestSeconds: coinbase === undefined ? undefined : Math.round(majorsOldest / 1000),
       longTailOldestSeconds: coinbase === undefined ? undefined : Math.round(longTailOldest / 1000),
       majorsFromCoinbase: coinbase === undefined ? undefined : majorsFrom,
+      stepsUnread: coinbase === undefined ? undefined : unread,
       markets: emulator.stats().markets
     }
   } finally {

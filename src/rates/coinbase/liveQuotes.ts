@@ -75,7 +75,9 @@ const makeLiveQuotes = (feedUrl: string) =>
           Effect.map(Effect.all([client.ticker(productId), client.stats(productId)], { concurrency: 2 }), ([ticker, stats]) =>
             [productId, { price: ticker.price, open: stats.open }] as const), { concurrency: "unbounded" }),
       lastGoodMs: 0,
-      retryMs: config.productsRetryMs
+      retryMs: config.productsRetryMs,
+      // Instances sharing Redis ask one at a time: one's call serves the others (two calls a pair, a second at most).
+      loadLeaseMs: config.attemptTimeoutMs
     })
 
     const quotes = (coins: ReadonlyArray<WantedCoin>, currency: string, deadline: number) =>

@@ -25,7 +25,7 @@ export type { Copies } from "./entry.ts"
 
 const MAX_BACKOFF_MS = 3_600_000
 /** How long one instance may load a shared list before another may (its calls take seconds each). */
-const LEASE_MS = 60_000
+const LIST_LEASE_MS = 60_000
 const LEASE_POLL_MS = 250
 /** Groups remembered as backing off, at most (then forgotten all at once). */
 const BACKOFF_CAPACITY = 10_000
@@ -87,14 +87,16 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
       })
 
     /**
-     * A list shared through the store is loaded by one instance at a time: the others wait for its copy
-     * (until the lease ends), then load it themselves only if none came.
+     * A key shared through the store (a list; `loadLeaseMs`) is loaded by one instance at a time: the
+     * others wait for its copy (until the lease ends), then load it themselves only if none came.
      */
+    const leaseMs = options.loadLeaseMs ?? (options.pinned === true ? LIST_LEASE_MS : undefined)
     const waitForSharedLoad = (keys: ReadonlyArray<K>) =>
       Effect.gen(function*() {
+        if (leaseMs === undefined || store.claim === undefined) return { lease: undefined, copies: undefined }
         const lease = `${keyOf(keys[0]!)}:loading`
-        if (!options.pinned || store.claim === undefined || (yield* store.claim(lease, Duration.millis(LEASE_MS)))) return { lease, copies: undefined }
-        for (let waited = 0; waited < LEASE_MS; waited += LEASE_POLL_MS) {
+        if (yield* store.claim(lease, Duration.millis(leaseMs))) return { lease, copies: undefined }
+        for (let waited = 0; waited < leaseMs; waited += LEASE_POLL_MS) {
           yield* Effect.sleep(Duration.millis(LEASE_POLL_MS))
           const loaded = yield* allFresh(keys)
           if (loaded !== undefined) return { lease: undefined, copies: loaded }

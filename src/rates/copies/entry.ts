@@ -80,6 +80,11 @@ export interface CopiesOptions<K, A, I = unknown> {
   readonly batched?: boolean | undefined
   /** Held in this process whatever the memory store evicts (a list, one entry); shared through Redis too. */
   readonly pinned?: boolean | undefined
+  /**
+   * Instances sharing the store load a key one at a time, through a lease in the store held this long at
+   * most: the others wait for its copy (pinned lists: a minute, their default; a quick call: seconds).
+   */
+  readonly loadLeaseMs?: number | undefined
   /** Instances sharing a copy refresh up to this far apart, so one fetches and the others adopt its copy. */
   readonly refreshSpreadMs?: number | undefined
   /** A failed background fetch is a warning (the lists), else a debug line. */

@@ -5,7 +5,7 @@
  * neither cancels the fetch nor loses what it brings; a failing fetch serves the last good copy, stale.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Duration, Effect, Exit, Fiber, Schema } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, Layer, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { makeCopies } from "../../../src/rates/copies/Copies.ts"
 import { CopyStore } from "../../../src/rates/copies/CopyStore.ts"
@@ -104,4 +104,47 @@ describe("single flight in copies", () => {
       yield* TestClock.adjust("2 hours")
       assert.isTrue(Exit.isFailure(yield* Effect.exit(copies.get("k", charge, far))), "no copy kept past lastGoodMs")
     }).pipe(Effect.provide(CopyStore.layerMemory()), Effect.scoped))
+})
+
+describe("instances sharing a store (Redis): one load at a time with `loadLeaseMs`", () => {
+  /** One store as two instances see it through Redis: values and leases shared, what each instance holds its own. */
+  const sharedStore = () => {
+    const memory = CopyStore.makeMemory()
+    const leases = new Set<string>()
+    return CopyStore.of({
+      get: memory.get,
+      set: memory.set,
+      shared: true,
+      claim: (key) => Effect.sync(() => !leases.has(key) && leases.add(key) !== undefined),
+      release: (key) => Effect.sync(() => void leases.delete(key))
+    })
+  }
+  const instance = (calls: Array<string>, gate: Deferred.Deferred<void>) =>
+    makeCopies<string, number>({
+      name: "tickers",
+      source: "coinbase",
+      keyOf: (key) => `rates:v2:test:${key}`,
+      value: Schema.Finite,
+      timing: () => freshFor(Duration.seconds(30)),
+      fetch: (keys) => Effect.suspend(() => {
+        calls.push(...keys)
+        return Effect.as(Deferred.await(gate), keys.map((key) => [key, key.length] as const))
+      }),
+      lastGoodMs: 0,
+      retryMs: 1_000,
+      loadLeaseMs: 3_000
+    })
+
+  it.live("two instances asking one key at once make one call: the second waits for the first's copy", () =>
+    Effect.gen(function*() {
+      const calls: Array<string> = []
+      const gate = yield* Deferred.make<void>()
+      const [a, b] = yield* Effect.all([instance(calls, gate), instance(calls, gate)])
+      const first = yield* Effect.forkChild(a.get("btc", charge, Date.now() + 5_000), { startImmediately: true })
+      const second = yield* Effect.forkChild(b.get("btc", charge, Date.now() + 5_000), { startImmediately: true })
+      yield* Effect.sleep("100 millis")
+      yield* Deferred.succeed(gate, undefined)
+      assert.deepStrictEqual([(yield* Fiber.join(first)).value, (yield* Fiber.join(second)).value], [3, 3])
+      assert.deepStrictEqual(calls, ["btc"])
+    }).pipe(Effect.provide(Layer.sync(CopyStore, sharedStore)), Effect.scoped))
 })
