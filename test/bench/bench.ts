@@ -62,6 +62,7 @@ import { runRefreshMode } from "./refreshMode.ts"
 import { runWayMode } from "./wayMode.ts"
 import { cpuMs, loadAverage, readMem, resetPeak, RssSampler } from "./system.ts"
 import { startUpstream } from "./upstream.ts"
+import { startCoinbaseEmulator } from "../emulators/coinbase.ts"
 import { runWrk, wrkVersion } from "./wrk.ts"
 
 /** Monotonic windows of the service's measured runs, to cut the CPU profile to them. */
@@ -185,9 +186,17 @@ const main = async () => {
   const profDir = opts.cpuProf ? join(opts.out, "prof", stamp) : undefined
   if (profDir !== undefined) mkdirSync(profDir, { recursive: true })
   const logPath = opts.accessLog === undefined ? join(tmp, "service-stdout.log") : resolve(opts.accessLog)
-  const service = await startService({ serverCpus: opts.serverCpus, dataDir, upstreamUrl: upstream.url, logPath, profDir })
+  // As shipped: the majors' prices live from the Coinbase emulator's feed (its prices move, so a cached
+  // answer is made again once a second), Coinbase as the second source.
+  const coinbase = opts.feed ? await startCoinbaseEmulator({ host: HOST }) : undefined
+  if (coinbase !== undefined) cleanups.push(() => void coinbase.close())
+  const coinbaseEnv = coinbase === undefined ? {} : { RATES_FALLBACK: "coinbase", COINBASE_BASE_URL: coinbase.url, COINBASE_WS_URL: coinbase.wsUrl }
+  const service = await startService({ serverCpus: opts.serverCpus, dataDir, upstreamUrl: upstream.url, logPath, profDir, env: coinbaseEnv })
   const idleRss = readMem(service.child.pid!)
-  process.stdout.write(`service: pid ${service.child.pid} on ${HOST}:${service.port}, idle RSS ${mib(idleRss?.rssKiB ?? 0)} MiB, upstream ${upstream.url}\n`)
+  process.stdout.write(
+    `service: pid ${service.child.pid} on ${HOST}:${service.port}, idle RSS ${mib(idleRss?.rssKiB ?? 0)} MiB, upstream ${upstream.url}` +
+      `${coinbase === undefined ? "" : `, live quotes from ${coinbase.wsUrl}`}\n`
+  )
 
   // 2. Each scenario's exact answer, then the peers, checked against it.
   const fixtures = await captureFixtures(service.port, scenarioDefs)

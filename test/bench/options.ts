@@ -18,6 +18,8 @@ export interface Options {
   readonly accessLog: string | undefined
   readonly baseline: boolean
   readonly fastify: boolean
+  /** The service as shipped: live quotes from the Coinbase emulator's feed (`--no-feed`: CoinGecko alone). */
+  readonly feed: boolean
   /** The Redis mode (redisMode.ts) instead of the scenarios. */
   readonly redis: boolean
   /** The refresh mode (refreshMode.ts) instead of the scenarios. */
@@ -27,9 +29,9 @@ export interface Options {
 
 const USAGE = `usage: node test/bench/bench.ts [--duration S] [--warmup S] [--connections N] [--threads N]
   [--scenarios ${scenarioDefs.map((s) => s.name).join(",")}] [--requests N] [--cpu-prof]
-  [--server-cpus LIST] [--load-cpus LIST] [--access-log PATH] [--no-baseline] [--no-fastify] [--redis] [--refresh] [--out DIR]`
+  [--server-cpus LIST] [--load-cpus LIST] [--access-log PATH] [--no-baseline] [--no-fastify] [--no-feed] [--redis] [--refresh] [--out DIR]`
 
-const FLAGS = ["--cpu-prof", "--no-baseline", "--no-fastify", "--redis", "--refresh"]
+const FLAGS = ["--cpu-prof", "--no-baseline", "--no-fastify", "--no-feed", "--redis", "--refresh"]
 const KNOWN = ["duration", "warmup", "connections", "threads", "scenarios", "requests", "server-cpus", "load-cpus", "access-log", "out"]
 
 export const parseOptions = (argv: ReadonlyArray<string>): Options => {
@@ -76,6 +78,7 @@ export const parseOptions = (argv: ReadonlyArray<string>): Options => {
     accessLog: values.get("access-log"),
     baseline: !flags.has("no-baseline"),
     fastify: !flags.has("no-fastify"),
+    feed: !flags.has("no-feed"),
     redis: flags.has("redis"),
     refresh: flags.has("refresh"),
     out: resolve(ROOT, values.get("out") ?? "bench-results")
