@@ -65,7 +65,7 @@ describe("npm run demo", () => {
     const code = await within(30_000, demo.exit)
     expect(code, demo.out.stdout + demo.out.stderr).toBe(0)
     expect(demo.out.stdout).toMatch(/^ok {3}200 POST \/api\/v1\/exchange-rates$/m)
-    expect(demo.out.stdout).toMatch(/^ok {3}source coinbase$/m)
+    expect(demo.out.stdout).toMatch(/^ok {3}source coinbase \(prices: coinbase; series: coinbase\)$/m)
   }, 35_000)
 
   it("prints plain URLs (no `open`), and SIGTERM to npm stops everything with exit 0", async () => {

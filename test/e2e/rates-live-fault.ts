@@ -4,7 +4,7 @@
  * a private Redis, the Coinbase emulator with its public rate limit on (both call from 127.0.0.1: one
  * address, one bucket of 10 a second bursting to 15), the landing page's traffic spread over both.
  *   warm-up: both instances' feeds connected (their rates_live_feed_connected gauge);
- *   fault, FAULT_MS: every answer 200, BTC/ETH/SOL priced by Coinbase (REST tickers) at most 60 s old,
+ *   fault, FAULT_MS: every answer 200, /readyz 200, BTC/ETH/SOL priced by Coinbase (REST tickers) at most 60 s old,
  *     Coinbase's REST calls within 10 a second (a bucket of 10, as Coinbase's limit and the client's; the
  *     most in any one second is printed), no 429;
  *   feed back: both instances connected again within 60 s; from 2 s after that, prices at most 10 s old
@@ -37,6 +37,8 @@ export const feedDownScenario = async (rig: LiveRig, label: string, fault: () =>
     const feedBefore = rig.coinbase.stats().feed
     fault()
     await sleep(FAULT_MS)
+    // Readiness is the service's, not the feed's: an orchestrator must not pull instances for it.
+    const ready = await Promise.all(rig.services.map((service) => fetch(`${service.url}/readyz`).then((r) => r.status, () => 0)))
     rig.coinbase.setFeed("normal")
     const normalAt = Date.now()
     const feed = rig.coinbase.stats().feed
@@ -72,6 +74,7 @@ export const feedDownScenario = async (rig: LiveRig, label: string, fault: () =>
     )
 
     expectLive(before, 10_000)
+    expect(ready, "/readyz while the feed is down").toEqual(rig.services.map(() => 200))
     expect(during.length).toBeGreaterThanOrEqual((FAULT_MS / 1000) * 8)
     expectLive(during, 60_000)
     // The REST tickers served meanwhile, within Coinbase's public limit across both instances.

@@ -144,10 +144,13 @@ if (smoke) {
     ok &&= status === expected
     say(`${status === expected ? "ok  " : "FAIL"} ${status} ${name}`)
     if (name.includes("exchange-rates") && answered !== undefined && status === 200) {
-      const { source } = (await answered.json()) as { source: string }
-      const wanted = creditsSpent ? "coinbase" : "coingecko"
-      ok &&= source === wanted
-      say(`${source === wanted ? "ok  " : "FAIL"} source ${source}`)
+      // Credits spent: Coinbase's whole. Else the series are CoinGecko's, the prices live from Coinbase's
+      // feed once it is followed (right after start-up, CoinGecko's).
+      const { rates, source } = (await answered.json()) as { source: string; rates: ReadonlyArray<{ sources: { price: string; series: string } }> }
+      const expected = creditsSpent ? source === "coinbase" : rates.every((rate) => rate.sources.series === "coingecko")
+      ok &&= expected
+      const prices = [...new Set(rates.map((rate) => rate.sources.price))].join(", ")
+      say(`${expected ? "ok  " : "FAIL"} source ${source} (prices: ${prices}; series: ${[...new Set(rates.map((rate) => rate.sources.series))].join(", ")})`)
     }
   }
   say(`brevo emulator received ${brevo.received().length} request(s)`)

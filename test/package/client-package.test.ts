@@ -78,10 +78,13 @@ const program = Effect.gen(function*() {
     Effect.map(() => "ok"),
     Effect.catchTag("NoValidSymbols", (e: NoValidSymbols) => Effect.succeed({ tag: e._tag, unknown: e.unknown }))
   )
-  // Typed: each rate's source and the answer's, as the OpenAPI schema says (compiled by tsc below).
-  const sources: ReadonlyArray<"coingecko" | "coinbase"> = rates.rates.map((rate) => rate.source)
+  // Typed: each rate's sources and when its price was observed, and the answer's source, as the OpenAPI
+  // schema says (compiled by tsc below).
+  const sources: ReadonlyArray<"coingecko" | "coinbase" | "mixed"> = rates.rates.map((rate) => rate.source)
+  const priced: ReadonlyArray<"coingecko" | "coinbase"> = rates.rates.map((rate) => rate.sources.price)
+  const observed: ReadonlyArray<string> = rates.rates.map((rate) => rate.asOf)
   const answerSource: "coingecko" | "coinbase" | "mixed" = rates.source
-  return { node: process.version, health: health.status, scope: token.scope, points: rates.rates[0]?.series.length, sources, answerSource, refused, problem }
+  return { node: process.version, health: health.status, scope: token.scope, points: rates.rates[0]?.series.length, sources, priced, observed, answerSource, refused, problem }
 })
 Effect.runPromise(program.pipe(Effect.provide(FetchHttpClient.layer))).then(
   (result) => console.log(JSON.stringify(result)),
@@ -190,6 +193,8 @@ describe("the typed client package (npm run pack:client)", () => {
       scope: "rates:read",
       points: 3,
       sources: ["coingecko"],
+      priced: ["coingecko"],
+      observed: [expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/)],
       answerSource: "coingecko",
       refused: { tag: "OAuthError", error: "invalid_client", status: 401, isClass: true },
       problem: { tag: "NoValidSymbols", unknown: ["NOPE"] }

@@ -93,7 +93,7 @@ describe("CoinGecko emulator", () => {
     assert.strictEqual((await get("/coins/markets?vs_currency=usd")).status, 200, "times: 1")
     assert.strictEqual((await get("/ping")).status, 200, "other paths unaffected")
     const stats = await (await fetch(`${origin()}/__stats`)).json()
-    assert.deepStrictEqual(stats, { total: 3, byPath: { "/coins/markets": 2, "/ping": 1 }, byQuery: { "markets:ranks": 2 }, maxInFlight: 1, inFlight: 0, ranges: [] })
+    assert.deepStrictEqual(stats, { total: 3, byPath: { "/coins/markets": 2, "/ping": 1 }, byQuery: { "markets:ranks": 2 }, maxInFlight: 1, inFlight: 0, ranges: [], markets: [{ currency: "usd", at: stats.markets[0]?.at }, { currency: "usd", at: stats.markets[1]?.at }] })
   })
 
   it("/coins/list lists every coin, and as many dead ones as asked for the flood tests", async () => {
