@@ -13,7 +13,7 @@
  *   npm run bench -- --month [--step-s 20]             month mode (monthMode.ts): a month of a landing page's traffic on
  *                                                      a simulated clock; CoinGecko credits spent per plan
  *   npm run bench -- --month-real [--minutes 10]       the same traffic on a real clock against `npm start` (monthRealMode.ts)
- *   npm run bench -- --way [--root DIR]                the files and cross-file hops of one cold rates request (wayMode.ts)
+ *   npm run bench -- --way [--root DIR]                the files, cross-file hops and back and forth of one cold rates request (wayMode.ts)
  *
  * Options: --duration S (10)  --warmup S (2)  --connections N (32)  --threads N (1)
  *          --scenarios health,rates,invalid,malformed,notfound,method (all)  --requests N  --cpu-prof

@@ -10,6 +10,7 @@
  *      functions entered, in order, consecutive repeats collapsed, and each change of file counted as a hop; the hops before the first function
  *      of a file named `--prices` (default: one whose path has "latest" or "marketData") are the way to
  *      the latest prices.
+ *   3. back and forth: how often the way goes from a file to another and straight back, per pair.
  * `--only PREFIX` counts only the files under it (`src/rates`: the capability's own way); `--sequence`
  * prints the files in the order entered. The second source is off (RATES_FALLBACK=none), credits aplenty:
  * the way CoinGecko serves the request.
@@ -194,6 +195,19 @@ export const runWayMode = async (argv: ReadonlyArray<string>) => {
     process.stdout.write(
       `functions run: ${ran.length}; of those run at most ${maxCalls} times, entered in order: ${entered.length}; ` +
         `cross-file hops: ${way.length - 1}; hops before the latest prices (${pricesFile}): ${toPrices}\n`
+    )
+    // Back and forth: a hop from A to B followed at once by the hop back to A (a callback, or a caller
+    // entered again between two calls), counted per pair of files.
+    const bounces = new Map<string, number>()
+    for (let i = 2; i < way.length; i++) {
+      if (way[i] !== way[i - 2]) continue
+      const pair = [way[i]!, way[i - 1]!].sort().join(" <-> ")
+      bounces.set(pair, (bounces.get(pair) ?? 0) + 1)
+    }
+    const bounced = [...bounces].sort((a, b) => b[1] - a[1])
+    process.stdout.write(
+      `back and forth (A -> B -> A): ${bounced.reduce((sum, [, n]) => sum + n, 0)}, most: ` +
+        `${bounced.slice(0, 5).map(([pair, n]) => `${n} ${pair}`).join("; ")}\n`
     )
     if (argv.includes("--sequence")) process.stdout.write(`${way.join("\n")}\n`)
   } finally {
