@@ -6,6 +6,11 @@
  * (copies/CopyStore.ts): bounded in entries and bytes, least recently used out first, as queries come
  * from callers.
  *
+ * When an answer's freshness ends, one request rebuilds it: the first repeat after that instant is let
+ * through to the use case, and the repeats that arrive while it runs (REBUILD_GRACE_MS at most) get the
+ * answer as it was, rather than all rebuilding it at once. A live answer ends every second: without
+ * this, every connection's request at that instant took the whole pipeline, once a second.
+ *
  * The use case and the ready answer must see the same instance: provide `RatesAnswerMemo.layer` within
  * one build (Layers are memoised per build, so the same `layer` value provided in two places of one
  * build is still one memo).
@@ -18,7 +23,10 @@ import type { RatesAnswer, RatesQuery, RatesResult } from "./RatesProvider.ts"
 export interface RatesAnswerMemoShape {
   /** Encodes the answer's body and keeps it for `query` while it holds; the answer with its body. */
   readonly remember: (query: RatesQuery, answer: RatesAnswer) => RatesAnswer
-  /** The body remembered for `query` while it is fresh; undefined otherwise. Synchronous, no I/O. */
+  /**
+   * The body remembered for `query` while it is fresh; undefined otherwise, and for the one repeat that
+   * is to rebuild an answer just past its freshness (its others get that answer meanwhile). Synchronous.
+   */
   readonly recall: (query: RatesQuery) => Uint8Array | undefined
   /** Entries and bytes held now (metrics, tests). */
   readonly size: () => { readonly entries: number; readonly bytes: number }
@@ -46,13 +54,40 @@ export const encodeRatesBody = (result: RatesResult): Uint8Array | undefined => 
   return Exit.isFailure(encoded) ? undefined : utf8.encode(JSON.stringify(encoded.value))
 }
 
+/**
+ * How long past its freshness an answer is still sent while one request rebuilds it: a rebuild from held
+ * copies takes milliseconds; one that waits on an upstream, or fails, leaves the repeats to the use case
+ * again after this.
+ */
+export const REBUILD_GRACE_MS = 250
+
+interface HeldBody {
+  readonly body: Uint8Array
+  readonly freshUntil: number
+  /** When a repeat was let through to rebuild it, once past `freshUntil`. */
+  rebuildingSince: number | undefined
+}
+
 /** The memo, telling time by `now` (the Clock's `currentTimeMillisUnsafe`). */
 export const makeRatesAnswerMemo = (now: () => number, options: RatesAnswerMemoOptions = {}): RatesAnswerMemoShape => {
-  const bodies = makeExpiringLru<Uint8Array>(options.maxEntries ?? 512, options.maxBytes ?? 8 * 1024 * 1024)
+  // Entries outlive their freshness by the grace, for the repeats that arrive while one rebuilds them.
+  const bodies = makeExpiringLru<HeldBody>(options.maxEntries ?? 512, options.maxBytes ?? 8 * 1024 * 1024)
   const keep = (query: RatesQuery, body: Uint8Array, freshUntil: number) => {
     const key = memoKey(query)
+    // A newer answer replaces the held one, also one that is not kept (stale, or past already).
     bodies.remove(key)
-    if (freshUntil > now()) bodies.put(key, { value: body, expiresAt: freshUntil, bytes: body.byteLength })
+    if (freshUntil > now()) {
+      bodies.put(key, { value: { body, freshUntil, rebuildingSince: undefined }, expiresAt: freshUntil + REBUILD_GRACE_MS, bytes: body.byteLength })
+    }
+  }
+  const recall = (query: RatesQuery): Uint8Array | undefined => {
+    const at = now()
+    const held = bodies.get(memoKey(query), at)?.value
+    if (held === undefined) return undefined
+    if (held.freshUntil > at) return held.body
+    if (held.rebuildingSince !== undefined && held.rebuildingSince <= at) return held.body
+    held.rebuildingSince = at
+    return undefined
   }
   return {
     remember: (query, answer) => {
@@ -61,7 +96,7 @@ export const makeRatesAnswerMemo = (now: () => number, options: RatesAnswerMemoO
       keep(query, body, answer.freshUntil)
       return { ...answer, body }
     },
-    recall: (query) => bodies.get(memoKey(query), now())?.value,
+    recall,
     size: bodies.size
   }
 }

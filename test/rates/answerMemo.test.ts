@@ -5,7 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { TestClock } from "effect/testing"
-import { makeRatesAnswerMemo, memoKey, RatesAnswerMemo } from "../../src/rates/answerMemo.ts"
+import { makeRatesAnswerMemo, memoKey, RatesAnswerMemo, REBUILD_GRACE_MS } from "../../src/rates/answerMemo.ts"
 import type { RatesAnswer, RatesQuery, RatesResult } from "../../src/rates/RatesProvider.ts"
 
 const NOW = Date.UTC(2026, 10, 22, 10, 0, 0)
@@ -32,13 +32,15 @@ describe("RatesAnswerMemo", () => {
     assert.isUndefined(memo.recall(q(["BTC", "ETH"], "usd", 7)))
   })
 
-  it("recalls a body until its freshUntil, never at or after it; keeps none already past", () => {
+  it("recalls a body until its freshUntil; at it, the repeat is the use case's; keeps none already past", () => {
     const { clock, memo } = withClock()
     const body = bytes("{\"a\":1}")
     memo.remember(q(["BTC"]), encoded(body, NOW + 60_000))
     clock.now = NOW + 59_999
     assert.strictEqual(memo.recall(q(["BTC"])), body)
     clock.now = NOW + 60_000
+    assert.isUndefined(memo.recall(q(["BTC"])))
+    clock.now = NOW + 60_000 + REBUILD_GRACE_MS
     assert.isUndefined(memo.recall(q(["BTC"])))
     assert.deepStrictEqual(memo.size(), { entries: 0, bytes: 0 }) // an expired entry is dropped when met
 
@@ -58,6 +60,35 @@ describe("RatesAnswerMemo", () => {
     memo.remember(q(["BTC"]), encoded(bytes("stale"), 0))
     assert.isUndefined(memo.recall(q(["BTC"])))
     assert.deepStrictEqual(memo.size(), { entries: 0, bytes: 0 })
+  })
+
+  it("past its freshness, one repeat rebuilds the answer; the others meanwhile get it as it was, for the grace at most", () => {
+    const { clock, memo } = withClock()
+    const old = bytes("old")
+    memo.remember(q(["BTC"]), encoded(old, NOW + 1000))
+    clock.now = NOW + 1000
+    // The first repeat past the freshness is let through to the use case, the next ones are not.
+    assert.isUndefined(memo.recall(q(["BTC"])))
+    assert.strictEqual(memo.recall(q(["BTC"])), old, "a repeat while the answer is rebuilt gets the answer as it was")
+    clock.now = NOW + 1000 + REBUILD_GRACE_MS - 1
+    assert.strictEqual(memo.recall(q(["BTC"])), old)
+    // The rebuilt answer replaces it at once.
+    const rebuilt = bytes("new")
+    memo.remember(q(["BTC"]), encoded(rebuilt, NOW + 2000))
+    assert.strictEqual(memo.recall(q(["BTC"])), rebuilt)
+    // A rebuild that never comes (its request failed): after the grace, every repeat is the use case's.
+    clock.now = NOW + 2000
+    assert.isUndefined(memo.recall(q(["BTC"])))
+    assert.strictEqual(memo.recall(q(["BTC"])), rebuilt)
+    clock.now = NOW + 2000 + REBUILD_GRACE_MS
+    assert.isUndefined(memo.recall(q(["BTC"])))
+    assert.isUndefined(memo.recall(q(["BTC"])))
+    // A rebuilt answer that is not kept (stale: fresh until 0) takes the old one's place: nothing is sent for it.
+    memo.remember(q(["ETH"]), encoded(old, clock.now + 1000))
+    clock.now += 1000
+    assert.isUndefined(memo.recall(q(["ETH"])))
+    memo.remember(q(["ETH"]), encoded(bytes("stale"), 0))
+    assert.isUndefined(memo.recall(q(["ETH"])))
   })
 
   it("holds at most maxEntries, the least recently used out first", () => {
@@ -116,6 +147,9 @@ describe("RatesAnswerMemo", () => {
       yield* TestClock.adjust("59 seconds")
       assert.strictEqual(memo.recall(q(["BTC"])), body)
       yield* TestClock.adjust("1 second")
+      assert.isUndefined(memo.recall(q(["BTC"])))
+      assert.strictEqual(memo.recall(q(["BTC"])), body)
+      yield* TestClock.adjust(`${REBUILD_GRACE_MS} millis`)
       assert.isUndefined(memo.recall(q(["BTC"])))
     }).pipe(Effect.provide(RatesAnswerMemo.layer)))
 })

@@ -122,7 +122,7 @@ export const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
  * (that is, how often a request reached the HttpApi handler rather than a ready answer), and noting its
  * caller in the demand as the use case does.
  */
-export const countingRatesProvider = (freshUntil: () => number) => {
+export const countingRatesProvider = (freshUntil: () => number, options: { readonly delayMs?: number } = {}) => {
   const calls = { historical: 0 }
   // The demand the use case notes a request's caller in (and the edge a repeat's): the server build's one.
   const held: { demand?: RatesDemandShape } = {}
@@ -135,7 +135,8 @@ export const countingRatesProvider = (freshUntil: () => number) => {
           Effect.suspend(() => {
             calls.historical++
             demand.note(query.caller, query.currency)
-            return Effect.map(inner.historical(query), (answer) => memo.remember(query, { ...answer, freshUntil: freshUntil() }))
+            const answered = Effect.map(inner.historical(query), (answer) => memo.remember(query, { ...answer, freshUntil: freshUntil() }))
+            return options.delayMs === undefined ? answered : Effect.delay(answered, options.delayMs)
           })
       })
     })

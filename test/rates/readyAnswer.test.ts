@@ -150,6 +150,29 @@ describe("an answer remembered is repeated by the edge, only while it holds", ()
     }
   })
 
+  it("an answer past its freshness is rebuilt by one request: the repeats arriving meanwhile get it as it was", async () => {
+    // The first answer holds 300 ms (a live answer holds a second); each takes 50 ms to make.
+    const until = Date.now() + 300
+    let made = 0
+    const rates = counting(() => (made++ === 0 ? until : Date.now() + 60_000), { delayMs: 50 })
+    const app = await startTestApp({ rates: rates.layer })
+    try {
+      const first = await post(app, { cryptos: ["BTC"] })
+      assert.strictEqual(first.status, 200)
+      const firstBody = await first.text()
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, until + 10 - Date.now())))
+      // Twenty callers at once, just past its freshness (each on a connection of its own).
+      const repeats = await Promise.all(Array.from({ length: 20 }, () => post(app, { cryptos: ["BTC"] })))
+      assert.deepStrictEqual(repeats.map((res) => res.status), Array(20).fill(200))
+      for (const res of repeats) assert.strictEqual(await res.text(), firstBody)
+      // One rebuild (before: each of the twenty ran the use case); a slow machine may spread them past the grace.
+      assert.isAtLeast(rates.calls.historical, 2)
+      assert.isAtMost(rates.calls.historical, 4)
+    } finally {
+      await app.close()
+    }
+  })
+
   it("an answer made of old copies (freshUntil 0), or a refusal, is asked for every time", async () => {
     const rates = counting(() => 0)
     const app = await startTestApp({ rates: rates.layer })
