@@ -24,6 +24,7 @@
  * until its prices are due; the month's ledger (credits/) is what holds every call to the pace.
  */
 import { recordRefreshIntervals } from "../../observability/metrics.ts"
+import { DAY_MS } from "../dailySeries.ts"
 import type { DemandWeights } from "../demand.ts"
 
 /** Coins one `/coins/markets` call takes. */
@@ -38,7 +39,7 @@ const DEMAND_WINDOW_MS = 30 * 60_000
 /** The share of the pace the refreshes of latest prices plan for. */
 export const PRICES_SHARE = 0.9
 /** The longest interval: a week (see above). */
-export const MAX_INTERVAL_MS = 7 * 86_400_000
+export const MAX_INTERVAL_MS = 7 * DAY_MS
 /** What capped units may take off the pace, at most. */
 const CAPPED_SHARE = 0.5
 

@@ -19,6 +19,7 @@
  * What a full part would gain spills into the next (lists → refresh ⇄ cold), so an idle kind lends its
  * pace, never its reserve, and nothing spills into the lists' part.
  */
+import { DAY_MS } from "../../dailySeries.ts"
 
 export type CreditKind = "lists" | "cold" | "refresh"
 
@@ -26,8 +27,7 @@ export type CreditKind = "lists" | "cold" | "refresh"
 const RESERVE_SHARE = 0.02
 const COLD_RESERVE_SHARE = 0.75
 const COLD_PACE_SHARE = 0.25
-export const LONGEST_MONTH_MS = 31 * 86_400_000
-const DAY_MS = 86_400_000
+export const LONGEST_MONTH_MS = 31 * DAY_MS
 
 export interface CreditPlan {
   readonly perMonth: number
