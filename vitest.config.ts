@@ -24,6 +24,7 @@ const integrationToo = [
   "test/rates/coingecko/faults.test.ts",
   "test/rates/memory-bound.test.ts",
   "test/security/slow-requests.test.ts",
+  "test/platform/fileLock.test.ts",
   "test/newsletter/brevo.test.ts",
   "test/newsletter/listmonk.test.ts",
   // Mocks a module (jose): it needs a module graph of its own.

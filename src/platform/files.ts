@@ -111,9 +111,36 @@ export const writeFileAtomic = (file: string, text: string, mode: number): Effec
 const LOCK_WAIT_MS = 10_000
 const LOCK_STALE_MS = 30_000
 
+const isMissing = (e: unknown) => (e as NodeJS.ErrnoException).code === "ENOENT"
+
+/**
+ * Removes `lock` if it is still stale when judged again under `${lock}.break` (created with O_EXCL): of
+ * several contenders that saw the same stale lock, each judges it in turn, so none removes the lock
+ * another has taken since (a fresh lock is never stale). False when another is judging it now. A break
+ * lock that a crash left behind is removed once it is stale itself.
+ */
+const breakStaleLock = async (lock: string): Promise<boolean> => {
+  const guard = `${lock}.break`
+  try {
+    await (await fs.open(guard, "wx", 0o600)).close()
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e
+    const seen = await fs.stat(guard).catch((e) => (isMissing(e) ? undefined : Promise.reject(e)))
+    if (seen !== undefined && Date.now() - seen.mtimeMs > LOCK_STALE_MS) await fs.rm(guard, { force: true })
+    return false
+  }
+  try {
+    const seen = await fs.stat(lock).catch((e) => (isMissing(e) ? undefined : Promise.reject(e)))
+    if (seen !== undefined && Date.now() - seen.mtimeMs > LOCK_STALE_MS) await fs.rm(lock, { force: true })
+    return true
+  } finally {
+    await fs.rm(guard, { force: true })
+  }
+}
+
 /**
  * Runs `effect` while holding `${file}.lock` (created with O_EXCL). A lock older than 30 s is taken to
- * be left by a crashed process and broken.
+ * be left by a crashed process and broken (breakStaleLock: by one contender at a time).
  */
 export const withFileLock = <A, E, R>(
   file: string,
@@ -134,12 +161,9 @@ export const withFileLock = <A, E, R>(
       }
       try {
         const s = await fs.stat(lock)
-        if (Date.now() - s.mtimeMs > LOCK_STALE_MS) {
-          await fs.rm(lock, { force: true })
-          continue
-        }
+        if (Date.now() - s.mtimeMs > LOCK_STALE_MS && (await breakStaleLock(lock))) continue
       } catch (e) {
-        if ((e as NodeJS.ErrnoException).code === "ENOENT") continue
+        if (isMissing(e)) continue
         throw e
       }
       if (Date.now() > deadline) throw Object.assign(new Error("lock busy"), { code: "ELOCKED", syscall: "lock" })

@@ -106,7 +106,8 @@ describe("PostgreSQL at start-up", () => {
     const port = await freePort()
     const { code, output } = await startExpectingFailure({ DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/none` }, 30_000)
     expect(code).toBe(1)
-    expect(output).toMatch(/DATABASE_URL: cannot prepare the PostgreSQL tables \(ECONNREFUSED\)/)
+    // The reason is the driver's: ECONNREFUSED on a quiet machine, another once under heavy load; the line is what counts.
+    expect(output).toMatch(/DATABASE_URL: cannot prepare the PostgreSQL tables \([^)\n]+\); check that PostgreSQL runs/)
     expect(output).not.toMatch(/\n\s+at /)
   }, 40_000)
 })
