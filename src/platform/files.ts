@@ -25,6 +25,8 @@ const reasonOf = (cause: unknown): string => {
   return e?.code !== undefined ? `${e.syscall ?? "fs"} failed (${e.code})` : String(e?.message ?? cause)
 }
 
+const isMissing = (e: unknown) => (e as NodeJS.ErrnoException).code === "ENOENT"
+
 const attempt = <A>(file: string, run: () => Promise<A>): Effect.Effect<A, FileError> =>
   Effect.tryPromise({ try: run, catch: (cause) => new FileError({ path: file, reason: reasonOf(cause) }) })
 
@@ -39,7 +41,7 @@ export const makeDirectory = async (dir: string, mode = 0o700): Promise<void> =>
       if ((await fs.stat(current)).isDirectory()) break
       throw Object.assign(new Error(`${current} is not a directory`), { code: "ENOTDIR", syscall: "mkdir" })
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e
+      if (!isMissing(e)) throw e
     }
     missing.push(current)
     const parent = path.dirname(current)
@@ -63,7 +65,7 @@ export const readTextIfExists = (file: string): Effect.Effect<string | undefined
     try {
       return await fs.readFile(file, "utf8")
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined
+      if (isMissing(e)) return undefined
       throw e
     }
   })
@@ -78,7 +80,7 @@ export const fileSignature = (file: string): Effect.Effect<string | undefined, F
       const s = await fs.stat(file, { bigint: true })
       return `${s.ino}:${s.mtimeNs}:${s.size}`
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined
+      if (isMissing(e)) return undefined
       throw e
     }
   })
@@ -111,7 +113,8 @@ export const writeFileAtomic = (file: string, text: string, mode: number): Effec
 const LOCK_WAIT_MS = 10_000
 const LOCK_STALE_MS = 30_000
 
-const isMissing = (e: unknown) => (e as NodeJS.ErrnoException).code === "ENOENT"
+/** `file`'s stat, or undefined when it does not exist (removed meanwhile). */
+const statIfExists = (file: string) => fs.stat(file).catch((e) => (isMissing(e) ? undefined : Promise.reject(e)))
 
 /**
  * Removes `lock` if it is still stale when judged again under `${lock}.break` (created with O_EXCL): of
@@ -125,12 +128,12 @@ const breakStaleLock = async (lock: string): Promise<boolean> => {
     await (await fs.open(guard, "wx", 0o600)).close()
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e
-    const seen = await fs.stat(guard).catch((e) => (isMissing(e) ? undefined : Promise.reject(e)))
+    const seen = await statIfExists(guard)
     if (seen !== undefined && Date.now() - seen.mtimeMs > LOCK_STALE_MS) await fs.rm(guard, { force: true })
     return false
   }
   try {
-    const seen = await fs.stat(lock).catch((e) => (isMissing(e) ? undefined : Promise.reject(e)))
+    const seen = await statIfExists(lock)
     if (seen !== undefined && Date.now() - seen.mtimeMs > LOCK_STALE_MS) await fs.rm(lock, { force: true })
     return true
   } finally {
@@ -211,14 +214,13 @@ export const sweepTempFiles = (dir: string, olderThanMs: number): Effect.Effect<
   Effect.flatMap(Clock.currentTimeMillis, (now) =>
     attempt(dir, async () => {
       let removed = 0
-      const gone = (e: unknown) => (e as NodeJS.ErrnoException).code === "ENOENT"
       const visit = async (folder: string, depth: number): Promise<void> => {
         let entries
         try {
           entries = await fs.readdir(folder, { withFileTypes: true })
         } catch (e) {
           // Removed meanwhile, or DATA_DIR not (yet) a folder: whoever uses it reports that.
-          if (gone(e) || (depth === 0 && (e as NodeJS.ErrnoException).code === "ENOTDIR")) return
+          if (isMissing(e) || (depth === 0 && (e as NodeJS.ErrnoException).code === "ENOTDIR")) return
           throw e
         }
         for (const entry of entries) {
@@ -236,7 +238,7 @@ export const sweepTempFiles = (dir: string, olderThanMs: number): Effect.Effect<
             removed++
           } catch (e) {
             // Another instance starting on the same volume swept it first.
-            if (!gone(e)) throw e
+            if (!isMissing(e)) throw e
           }
         }
       }

@@ -7,7 +7,7 @@
  * whole; each rate names its source, and the answer every source it used (CONTRACT C4).
  */
 import { Result } from "effect"
-import { changesFromSeries, changesToPrice } from "./dailySeries.ts"
+import { changesFromSeries, changesToPrice, type DailyPoint } from "./dailySeries.ts"
 import type { Chart, LiveQuote, PricesFound, Resolved, SecondOutcome, Served, Sourcing, WantedCoin } from "./ports.ts"
 import { type RatesAnswer, type RatesQuery, type RateSeries, RatesUnavailableError, RatesUpstreamError, type SourceName } from "./RatesProvider.ts"
 import { isUnavailable, type SourceError, toRatesError } from "./upstream.ts"
@@ -111,6 +111,12 @@ export const notServedFresh = (resolved: Resolved, quoted: ReadonlyMap<string, u
   return wanted
 }
 
+/** A live quote's changes: over 24 h from the quote itself, over 7 and 30 days measured on `series` to its price. */
+const liveChanges = (quote: Served<LiveQuote>, series: ReadonlyArray<DailyPoint>) => ({
+  "24h": quote.value.change24h,
+  ...changesToPrice(series, quote.value.price, quote.storedAt)
+})
+
 export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, RatesUpstreamError | RatesUnavailableError> => {
   const { charts, first, latest, live, query, resolved } = gathered
   const used = new Set<SourceName>()
@@ -147,8 +153,7 @@ export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, R
       }
       // Its series from the second source, its price still the live quote's (fresher than the second's).
       freshUntil = Math.min(freshUntil, quote.holdsUntil)
-      const change = { "24h": quote.value.change24h, ...changesToPrice(rate.series, quote.value.price, quote.storedAt) }
-      add({ symbol, id: coin.id, name: rate.name, price: quote.value.price, change, series }, live.sourcing.source, source, quote.storedAt)
+      add({ symbol, id: coin.id, name: rate.name, price: quote.value.price, change: liveChanges(quote, rate.series), series }, live.sourcing.source, source, quote.storedAt)
       continue
     }
     // Strict: every known coin is served (fresh or last good), or the request fails.
@@ -164,10 +169,8 @@ export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, R
     const points = lastPoints(series.value, query.days)
     stale ||= series.stale
     if (quote !== undefined && live !== undefined) {
-      const { price } = quote.value
-      const change = { "24h": quote.value.change24h, ...changesToPrice(series.value, price, quote.storedAt) }
       stale ||= quote.stale
-      add({ symbol, id: coin.id, name: coin.name, price, change, series: points }, live.sourcing.source, first.source, quote.storedAt)
+      add({ symbol, id: coin.id, name: coin.name, price: quote.value.price, change: liveChanges(quote, series.value), series: points }, live.sourcing.source, first.source, quote.storedAt)
     } else if (market !== undefined && market.value !== null && market.value.price !== null) {
       const { change24h, change30d, change7d, name, price } = market.value
       stale ||= market.stale

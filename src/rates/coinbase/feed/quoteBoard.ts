@@ -9,6 +9,7 @@
  * heartbeat naming a later trade we did not read moves nothing. A closed connection makes every pair
  * down at once: the REST tickers take over without waiting out the silence.
  */
+import { change24h } from "../candles.ts"
 
 interface BoardQuote {
   readonly price: number
@@ -94,7 +95,7 @@ export const makeQuoteBoard = (options: QuoteBoardOptions): QuoteBoard => {
     if (pair === undefined || !isLive(pair, now)) return undefined
     const { open24h, price } = pair
     if (price === undefined || open24h === undefined) return undefined
-    return { price, change24h: ((price - open24h) / open24h) * 100, observedAt: pair.observedAt }
+    return { price, change24h: change24h({ open: open24h, last: price }), observedAt: pair.observedAt }
   }
 
   const summary = (now: number) => {
