@@ -1,5 +1,5 @@
 /**
- * The shape of src/'s import graph, as the rules of .dependency-cruiser.cjs state it: no import circle,
+ * The shape of src/'s import graph, as the rules of dependency-cruiser.cjs state it: no import circle,
  * no import from a lower layer up to a higher one, no capability importing another, and no cycle
  * between the top-level folders and files of src; and nothing left unused (knip.json: no file, no
  * export, no exported type in src that nobody imports, tests included).
@@ -58,11 +58,11 @@ const cyclesOf = (edges: ReadonlyMap<string, ReadonlySet<string>>): Array<Array<
   return found
 }
 
-describe("the import graph of src (dependency-cruiser, .dependency-cruiser.cjs)", () => {
+describe("the import graph of src (dependency-cruiser, dependency-cruiser.cjs)", () => {
   let options: ICruiseOptions
   let result: ICruiseResult
   beforeAll(async () => {
-    options = await extractDepcruiseOptions(join(ROOT, ".dependency-cruiser.cjs"))
+    options = await extractDepcruiseOptions(join(ROOT, "test/architecture/dependency-cruiser.cjs"))
     const cruised = await cruise(["src"], { ...options, baseDir: ROOT, outputType: "json" })
     result = (typeof cruised.output === "string" ? JSON.parse(cruised.output) : cruised.output) as ICruiseResult
   }, 60_000)
@@ -102,7 +102,7 @@ interface Finding {
 
 describe("nothing unused in src (knip, knip.json)", () => {
   it("has no unused file, export or exported type", () => {
-    const args = ["--reporter", "json", "--no-progress", "--no-config-hints"]
+    const args = ["--config", "test/architecture/knip.json", "--reporter", "json", "--no-progress", "--no-config-hints"]
     const knip = spawnSync(process.execPath, [join(ROOT, "node_modules/knip/bin/knip.js"), ...args], {
       cwd: ROOT,
       encoding: "utf8",
