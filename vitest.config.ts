@@ -21,6 +21,7 @@ const integrationToo = [
   "test/security/token-failures-shared.test.ts",
   "test/rates/coinbase/faults.test.ts",
   "test/rates/coinbase/liveQuotes.test.ts",
+  "test/rates/coinbase/liveFeedShared.test.ts",
   "test/rates/coingecko/faults.test.ts",
   "test/rates/memory-bound.test.ts",
   "test/security/slow-requests.test.ts",

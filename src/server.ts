@@ -24,6 +24,7 @@ import { AccessLog } from "./observability/AccessLog.ts"
 import { MetricsServer } from "./observability/metrics.ts"
 import * as DurableCells from "./platform/durableCell/layer.ts"
 import { sweepTempFiles } from "./platform/files.ts"
+import * as UpstreamHttp from "./platform/upstreamHttp.ts"
 import { RatesAnswerMemo } from "./rates/answerMemo.ts"
 import { RatesDemand } from "./rates/demand.ts"
 import { DailyHistory } from "./rates/history/DailyHistory.ts"
@@ -71,7 +72,7 @@ const SweptDataDir = Layer.effectDiscard(
 
 /** Every live service the application needs, from configuration (the process environment by default). */
 const LiveServices = Layer.mergeAll(Stateful, Newsletters.layer, SweptDataDir).pipe(
-  Layer.provide(NodeHttpClient.layerUndici),
+  Layer.provide(UpstreamHttp.layer),
   Layer.provideMerge(AccessLog.stdout),
   Layer.provideMerge(AppConfig.layer)
 )
@@ -90,8 +91,9 @@ const Telemetry = Layer.unwrap(
       ? Layer.succeed(References.TracerEnabled)(false)
       : Otlp.layerJson({
         baseUrl: config.otlpEndpoint,
-        resource: { serviceName: config.serviceName, serviceVersion: "1.0.0" },
+        resource: { serviceName: config.serviceName, serviceVersion: config.version },
         tracerExportInterval: "2 seconds"
+        // Our own collector: the plain client (the providers' identity and trace rules are upstreamHttp.ts's).
       }).pipe(Layer.provide(NodeHttpClient.layerUndici)))
 )
 

@@ -2,6 +2,7 @@
  * Process-wide configuration (CONTRACT C2): what the HTTP edge and several capabilities share. Each
  * capability reads its own upstream settings in its own folder with the helpers of ./read.ts.
  */
+import { readFileSync } from "node:fs"
 import { Config, Context, Effect, Layer, type Redacted, Result } from "effect"
 import { IpNetwork, NetAddress } from "effect/net"
 import type { ConfigInvalid } from "./ConfigInvalid.ts"
@@ -41,6 +42,10 @@ export interface AppConfigShape {
   /** OTLP/HTTP collector base URL (traces, metrics, logs); undefined = no export. */
   readonly otlpEndpoint: string | undefined
   readonly serviceName: string
+  /** This build's version, as package.json states it. */
+  readonly version: string
+  /** The `User-Agent` of every call to a provider (C9): who we are and where to reach us. */
+  readonly upstreamUserAgent: string
   /** Largest accepted request body in bytes (C8: 16 KiB). */
   readonly maxBodyBytes: number
   /** Open connections allowed per client address (IPv6 per /64; trusted proxies exempt); 0 = no cap. */
@@ -98,6 +103,19 @@ const corsOrigins = parsed(
   parseCorsOrigins
 ).pipe(Config.withDefault("*" as const))
 
+/** What package.json says this build is: read once per configuration read, never on import. */
+const packageVersion = (): string =>
+  (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version
+
+// A header value a proxy will pass: visible ASCII and spaces, no line breaks (RFC 9110 field-value).
+const headerText = /^[\x21-\x7e](?:[\x20-\x7e]{0,254}[\x21-\x7e])?$/
+
+const upstreamUserAgent = parsed(
+  "UPSTREAM_USER_AGENT",
+  "a descriptive User-Agent of 1 to 256 visible ASCII characters, such as \"acme-rates/2.1 (+https://acme.example)\"",
+  (raw) => headerText.test(raw) ? Result.succeed(raw) : Result.fail(undefined)
+)
+
 export const readAppConfig: Effect.Effect<AppConfigShape, ConfigInvalid> = Effect.gen(function*() {
   const c = yield* readAll({
     port: int("PORT", 3000, 0, 65535),
@@ -117,14 +135,17 @@ export const readAppConfig: Effect.Effect<AppConfigShape, ConfigInvalid> = Effec
     metricsHost: text("METRICS_HOST", "127.0.0.1"),
     otlpEndpoint: optional(httpUrl("OTEL_EXPORTER_OTLP_ENDPOINT")),
     serviceName: text("OTEL_SERVICE_NAME", "crypto-landing-api"),
-    maxConnectionsPerAddress: int("MAX_CONNECTIONS_PER_ADDRESS", 256, 0)
+    maxConnectionsPerAddress: int("MAX_CONNECTIONS_PER_ADDRESS", 256, 0),
+    upstreamUserAgent: optional(upstreamUserAgent)
   })
+  const publicBaseUrl = c.publicBaseUrl ?? `http://localhost:${c.port}`
+  const version = packageVersion()
   return {
     port: c.port,
     host: c.host,
     appEnv: c.appEnv,
     isProduction: c.appEnv === "production",
-    publicBaseUrl: c.publicBaseUrl ?? `http://localhost:${c.port}`,
+    publicBaseUrl,
     dataDir: c.dataDir,
     corsOrigins: c.corsOrigins,
     trustProxyRule: c.trustProxyRule,
@@ -137,6 +158,8 @@ export const readAppConfig: Effect.Effect<AppConfigShape, ConfigInvalid> = Effec
     metricsHost: c.metricsHost,
     otlpEndpoint: c.otlpEndpoint,
     serviceName: c.serviceName,
+    version,
+    upstreamUserAgent: c.upstreamUserAgent ?? `crypto-landing-api/${version} (+${publicBaseUrl})`,
     maxBodyBytes: 16 * 1024,
     maxConnectionsPerAddress: c.maxConnectionsPerAddress
   }

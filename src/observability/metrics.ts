@@ -134,7 +134,18 @@ const liveOldestAge = Metric.gauge("rates_live_quote_oldest_age_seconds", {
   description: "Age of the oldest live quote (now less its last trade or heartbeat), over the live pairs"
 })
 
+const liveUnreadable = Metric.counter("rates_live_feed_unreadable_total", {
+  description: "Messages of the live quotes feed that did not read, by kind (message type and the field that did not read)",
+  incremental: true
+})
+const liveFeedHolder = Metric.gauge("rates_live_feed_holder", {
+  description: "1 while this instance holds the deployment's one live quotes feed connection, 0 while it reads the holder's quotes"
+})
+
 export const recordLiveFeedConnected = (connected: boolean) => handle("live connected", liveFeedConnected, () => ({}))(connected ? 1 : 0)
+/** `kind`: a message type and one of its schema's fields (feedMessages.ts), a closed set. */
+export const recordLiveUnreadable = (kind: string) => handle(`live unreadable ${kind}`, liveUnreadable, () => ({ kind }))(1)
+export const recordLiveFeedHolder = (holds: boolean) => handle("live holder", liveFeedHolder, () => ({}))(holds ? 1 : 0)
 export const recordLiveTick = () => handle("live ticks", liveTicks, () => ({}))(1)
 export const recordLivePairs = (live: number, followed: number, oldestAgeSeconds: number) => {
   handle("live pairs live", livePairs, () => ({ state: "live" }))(live)

@@ -12,7 +12,10 @@
 import { Effect, Layer } from "effect"
 import type { HttpClient } from "effect/http"
 import type { Redis } from "effect/persistence"
+import type { Socket } from "effect/socket"
 import type { DurableCell } from "../platform/durableCell/DurableCell.ts"
+import { Leadership } from "../platform/leadership/Leadership.ts"
+import * as LeadershipRedis from "../platform/leadership/redis.ts"
 import { RatesAnswerMemo } from "./answerMemo.ts"
 import { RatesDemand } from "./demand.ts"
 import { CoinbaseClient } from "./coinbase/CoinbaseClient.ts"
@@ -37,8 +40,8 @@ import type { RatesProvider } from "./RatesProvider.ts"
  * the live quotes by `COINBASE_WS_URL`, the second source by `RATES_FALLBACK`. Both share one client (one
  * 10-a-second bucket) and one product list: Layers are built once per build.
  */
-const coinbaseSources = <R>(client: Layer.Layer<CoinbaseClient, never, R>) => {
-  const coinbase = Layer.merge(client, CoinbaseProducts.layer.pipe(Layer.provide(client)))
+const coinbaseSources = <R, L>(client: Layer.Layer<CoinbaseClient, never, R>, leadership: Layer.Layer<Leadership, never, L>) => {
+  const coinbase = Layer.mergeAll(client, CoinbaseProducts.layer.pipe(Layer.provide(client)), leadership)
   return Layer.mergeAll(
     Layer.unwrap(Effect.map(CoinbaseConfig, (config) =>
       config.feedUrl === undefined ? LiveQuotes.layerNone : CoinbaseLiveQuotes.layer(config.feedUrl).pipe(Layer.provide(coinbase)))),
@@ -55,24 +58,27 @@ const useCase = Layer.unwrap(Effect.map(CoinGeckoConfig, (config) => HistoricalR
  * edge's too: provided within the server's one build (src/server.ts), `RatesAnswerMemo.layer` and
  * `RatesDemand.layer` are one instance each for the edge, the use case and the latest prices.
  */
-const wired = <R>(coinbaseClient: Layer.Layer<CoinbaseClient, never, R>) =>
+const wired = <R, L>(coinbaseClient: Layer.Layer<CoinbaseClient, never, R>, leadership: Layer.Layer<Leadership, never, L>) =>
   useCase.pipe(
     Layer.provide(Layer.mergeAll(
       CoinGeckoDirectory.layer,
       CoinGeckoLatestPrices.layer,
       CoinGeckoDailyPoints.layer,
-      coinbaseSources(coinbaseClient),
+      coinbaseSources(coinbaseClient, leadership),
       RatesAnswerMemo.layer
     ).pipe(Layer.provideMerge(RatesDemand.layer)))
   )
 
-/** Over a CoinGecko client, month's budget and store of copies given (tests: stand-ins); Coinbase's guards in memory. */
-export const layerOverCoinGecko = wired(CoinbaseClient.layer)
+/**
+ * Over a CoinGecko client, month's budget and store of copies given (tests: stand-ins); Coinbase's guards
+ * in memory, its feed held by this process alone.
+ */
+export const layerOverCoinGecko = wired(CoinbaseClient.layer, Leadership.layerAlone)
 
 /** The memory store of copies, bounded by COINGECKO_CACHE_MAX_MB. */
 const memoryCopies = Layer.unwrap(Effect.map(CoinGeckoConfig, (config) => CopyStore.layerMemory({ maxBytes: config.cacheMaxMegabytes * 1024 * 1024 })))
 
-type Needs = HttpClient.HttpClient | DurableCell | DailyHistory | CoinGeckoConfig | CoinbaseConfig
+type Needs = HttpClient.HttpClient | Socket.WebSocketConstructor | DurableCell | DailyHistory | CoinGeckoConfig | CoinbaseConfig
 
 /**
  * One instance over the store of copies given (tests: one they can age), its configuration given (tests
@@ -90,10 +96,11 @@ export const layerConfigured: Layer.Layer<RatesProvider | MonthlyBudget, never, 
 /**
  * Several instances, its configuration given: the copies, the lists, CoinGecko's budgets and breaker and
  * Coinbase's bucket and breaker shared through Redis under `keyPrefix`: what one instance fetched serves
- * the others, and all stay within one budget. Single flight stays per instance.
+ * the others, and all stay within one budget; one instance holds Coinbase's feed for all (feed/relay.ts).
+ * Single flight stays per instance.
  */
 export const layerRedisConfigured = (keyPrefix: string): Layer.Layer<RatesProvider | MonthlyBudget, never, Needs | Redis.Redis> =>
-  wired(CoinbaseClient.layerRedis(keyPrefix)).pipe(
+  wired(CoinbaseClient.layerRedis(keyPrefix), LeadershipRedis.layerRedis({ prefix: keyPrefix })).pipe(
     Layer.provide(Layer.mergeAll(CoinGeckoClient.layerRedis(keyPrefix), CopyStore.layerRedis({ prefix: `${keyPrefix}rates-cache:` }))),
     Layer.provideMerge(MonthlyBudget.layer)
   )

@@ -3,6 +3,7 @@
  * reported at once, one line each; the production rules; the defaults; and the entrypoint's message.
  */
 import { spawnSync } from "node:child_process"
+import { readFileSync } from "node:fs"
 import { Effect, Exit, Redacted } from "effect"
 import { describe, expect, it } from "vitest"
 import { AppConfig, readAppConfig } from "../../src/config/AppConfig.ts"
@@ -196,6 +197,15 @@ describe("defaults", () => {
   it("PUBLIC_BASE_URL follows PORT and loses its trailing slash", async () => {
     expect((await valueOf(readAppConfig, { PORT: "8080" })).publicBaseUrl).toBe("http://localhost:8080")
     expect((await valueOf(readAppConfig, { PUBLIC_BASE_URL: "https://api.example/" })).publicBaseUrl).toBe("https://api.example")
+  })
+
+  it("UPSTREAM_USER_AGENT: by default the package's name, version and PUBLIC_BASE_URL; else the text given, one header line", async () => {
+    const version = (JSON.parse(readFileSync("package.json", "utf8")) as { version: string }).version
+    expect((await valueOf(readAppConfig, { PUBLIC_BASE_URL: "https://api.example/" })).upstreamUserAgent).toBe(`crypto-landing-api/${version} (+https://api.example)`)
+    expect((await valueOf(readAppConfig, { UPSTREAM_USER_AGENT: " acme/2 (+mailto:ops@acme.example) " })).upstreamUserAgent).toBe("acme/2 (+mailto:ops@acme.example)")
+    for (const bad of ["acme\r\nX-Injected: 1", "caf\u00e9/1", "x".repeat(257)]) {
+      expect(await problemsOf(readAppConfig, { UPSTREAM_USER_AGENT: bad })).toEqual([expect.stringMatching(/^UPSTREAM_USER_AGENT: expected a descriptive User-Agent/)])
+    }
   })
 
   it("AppConfig.layer reads the provider in place", async () => {

@@ -2,7 +2,6 @@
  * Shared set-up of the rates abuse tests (issue 13): the whole app over a socket with the live CoinGecko
  * Layer against the emulator, callers told apart by X-Forwarded-For (TRUST_PROXY), and junk requests.
  */
-import { NodeHttpClient } from "@effect/platform-node"
 import { Layer } from "effect"
 import type { CoinGeckoEmulator } from "../emulators/coingecko.ts"
 import type { RatesProvider } from "../../src/rates/RatesProvider.ts"
@@ -11,11 +10,12 @@ import { configFrom, type Env } from "../support/config.ts"
 import { layerMemory as durableCellMemory } from "../../src/platform/durableCell/memory.ts"
 import { DailyHistory } from "../../src/rates/history/DailyHistory.ts"
 import { coinGeckoAlone } from "../rates/helpers.ts"
+import { upstreamHttp } from "../support/upstream.ts"
 
 /** The live provider with the production defaults, but for `env`. */
 const liveRatesLayer = (emulator: CoinGeckoEmulator, env: Env = {}): Layer.Layer<RatesProvider, unknown> =>
   coinGeckoAlone.pipe(Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, ...env })),
-    Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, DailyHistory.layerMemory, durableCellMemory))
+    Layer.provide(Layer.mergeAll(upstreamHttp, DailyHistory.layerMemory, durableCellMemory))
   )
 
 /** The app (callers told apart by X-Forwarded-For) over the live provider. */

@@ -4,7 +4,6 @@
  * where the emulators are frozen (both then agree on which days are closed); the kept history in
  * memory, readable by the test; optionally the month's credits already spent.
  */
-import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { CoinbaseConfig, type CoinbaseConfigShape } from "../../src/rates/coinbase/CoinbaseConfig.ts"
 import { CoinGeckoConfig } from "../../src/rates/coingecko/CoinGeckoConfig.ts"
@@ -18,6 +17,7 @@ import { makeMemoryCell } from "../../src/platform/durableCell/memory.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { movableClock } from "../support/clock.ts"
 import { configFrom, type Env } from "../support/config.ts"
+import { upstreamHttp } from "../support/upstream.ts"
 
 /** Where both emulators are frozen: 2026-11-22T10:30:00Z. */
 export const NOW = Date.UTC(2026, 10, 22, 10, 30)
@@ -68,7 +68,7 @@ export const startFallbackApp = async (options: {
   const rates = Rates.layerConfigured.pipe(
     Layer.provide(Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layerWith(options.coinbaseGuards ?? {}))),
     Layer.provide(configFrom({ COINBASE_WS_URL: "none", ...options.coinGeckoEnv, COINBASE_BASE_URL: options.coinbaseUrl })),
-    Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, Layer.succeed(DailyHistory)(history), Layer.succeed(DurableCell)(cell)))
+    Layer.provide(Layer.mergeAll(upstreamHttp, Layer.succeed(DailyHistory)(history), Layer.succeed(DurableCell)(cell)))
   )
   // One clock for the requests and for the background work the Layers start (the lists' loads, refreshes).
   const clock = movableClock(NOW)

@@ -208,8 +208,16 @@ export const sampleCoinbase = (coinbase: CoinbaseEmulator, everyMs = 100) => {
   }
 }
 
-/** Whether a spawned service's `rates_live_feed_connected` gauge is 1 (it needs METRICS_PORT). */
+/**
+ * Whether a spawned service (it needs METRICS_PORT) reads the feed: it holds the connection (its
+ * `rates_live_feed_connected` gauge is 1), or reads the holder's quotes (issue 32: one connection per
+ * deployment sharing a Redis), and has live pairs (`rates_live_pairs{state="live"}`, sampled every 5 s): its
+ * prices come from the feed, not the REST tickers that serve until a first whole tick is read.
+ */
 export const feedConnected = async (metricsPort: number): Promise<boolean> => {
   const text = await fetch(`http://127.0.0.1:${metricsPort}/metrics`).then((r) => r.text(), () => "")
-  return /^rates_live_feed_connected(\{[^}]*\})? 1$/m.test(text)
+  const gauge = (pattern: string) => Number(new RegExp(`^${pattern} (\\S+)$`, "m").exec(text)?.[1] ?? Number.NaN)
+  const holds = gauge("rates_live_feed_holder(?:\\{[^}]*\\})?") === 1
+  const live = gauge(`rates_live_pairs\\{state="live"\\}`) > 0
+  return live && (holds ? gauge("rates_live_feed_connected(?:\\{[^}]*\\})?") === 1 : gauge("rates_live_feed_holder(?:\\{[^}]*\\})?") === 0)
 }

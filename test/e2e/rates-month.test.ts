@@ -7,7 +7,6 @@
  * coin's at most 15 minutes. The whole month, and Basic's, is `npm run bench -- --month`. And when the month's credits are
  * spent, no call is made: nothing held is 503 with Retry-After, and `/readyz` does not care.
  */
-import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { DurableCell } from "../../src/platform/durableCell/DurableCell.ts"
@@ -20,6 +19,7 @@ import { startTestApp, type TestApp } from "../support/app.ts"
 import { configFrom } from "../support/config.ts"
 import { simulateMonth } from "../support/simulatedMonth.ts"
 import { coinGeckoAlone } from "../rates/helpers.ts"
+import { upstreamHttp } from "../support/upstream.ts"
 
 describe("the landing page over a simulated day, on Demo's credits", () => {
   it("spends at most a day's share of the month, every answer 200, prices at most 15 minutes old", async () => {
@@ -58,7 +58,7 @@ describe("the month's credits spent", () => {
       })
     )
     const rates = coinGeckoAlone.pipe(Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url })),
-      Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, DailyHistory.layerMemory, spentLedger))
+      Layer.provide(Layer.mergeAll(upstreamHttp, DailyHistory.layerMemory, spentLedger))
     )
     app = await startTestApp({ rates })
   })

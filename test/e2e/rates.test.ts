@@ -2,7 +2,6 @@
  * POST /api/v1/exchange-rates end to end: the HTTP app over a socket, the live CoinGecko Layer
  * with its production timeouts, and the CoinGecko emulator over real HTTP (CONTRACT C4).
  */
-import { NodeHttpClient } from "@effect/platform-node"
 import { Layer } from "effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { type CoinGeckoEmulator, type FaultMode, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
@@ -14,6 +13,7 @@ import { layerMemory as durableCellMemory } from "../../src/platform/durableCell
 import { DailyHistory } from "../../src/rates/history/DailyHistory.ts"
 import { PLENTY } from "../support/credits.ts"
 import { coinGeckoAlone } from "../rates/helpers.ts"
+import { upstreamHttp } from "../support/upstream.ts"
 
 let emulator: CoinGeckoEmulator
 let app: TestApp
@@ -23,7 +23,7 @@ beforeAll(async () => {
   emulator = await startCoinGeckoEmulator({ host: "127.0.0.1", now: NOW })
   // Production settings but for the breaker, which would otherwise open during the fault matrix.
   const rates = coinGeckoAlone.pipe(Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_BREAKER_FAILURES: "1000", COINGECKO_CALLS_PER_MIN: "10000" })),
-    Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, DailyHistory.layerMemory, durableCellMemory))
+    Layer.provide(Layer.mergeAll(upstreamHttp, DailyHistory.layerMemory, durableCellMemory))
   )
   app = await startTestApp({ rates })
 })
@@ -80,7 +80,7 @@ describe("exchange rates against the CoinGecko emulator", () => {
     // Its own service, whose latest prices live 1 s (COINGECKO_LATEST_TTL_S): then the upstream goes down.
     const shortLived = await startTestApp({
       rates: coinGeckoAlone.pipe(Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_LATEST_TTL_S: "1", COINGECKO_CALLS_PER_MONTH: PLENTY })),
-        Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, DailyHistory.layerMemory, durableCellMemory))
+        Layer.provide(Layer.mergeAll(upstreamHttp, DailyHistory.layerMemory, durableCellMemory))
       )
     })
     try {

@@ -2,7 +2,6 @@
  * POST /api/subscribe end to end: the HTTP app, the live Brevo and Listmonk Layers, and their
  * emulators over real HTTP (CONTRACT C5). What the provider received is checked byte for byte.
  */
-import { NodeHttpClient } from "@effect/platform-node"
 import { Layer } from "effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { type BrevoEmulator, startBrevoEmulator } from "../emulators/brevo.ts"
@@ -11,13 +10,14 @@ import * as Newsletters from "../../src/newsletter/layer.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 import { configFrom } from "../support/config.ts"
 import { expectProblem } from "../support/problems.ts"
+import { upstreamHttp } from "../support/upstream.ts"
 
 const locales = ["es", "en", "fr", "it", "pt"] as const
 const templates = { es: 11, en: 12, fr: 13, it: 14, pt: 15 }
 const listUuids = Object.fromEntries(locales.map((l, i) => [l, `0b6f8f3e-6a1c-4c9e-9b7e-2f1d3c4b5a6${i}`]))
 
 const live = (env: Record<string, string>) =>
-  Newsletters.layer.pipe(Layer.provide(NodeHttpClient.layerUndici), Layer.provide(configFrom({ NEWSLETTER_TIMEOUT_MS: "1000", NEWSLETTER_DEADLINE_MS: "3000", ...env })))
+  Newsletters.layer.pipe(Layer.provide(upstreamHttp), Layer.provide(configFrom({ NEWSLETTER_TIMEOUT_MS: "1000", NEWSLETTER_DEADLINE_MS: "3000", ...env })))
 
 const subscribe = (app: TestApp, email: string, locale: string) =>
   fetch(`${app.url}/api/subscribe`, {

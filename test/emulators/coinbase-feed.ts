@@ -15,16 +15,24 @@
  *     "best_bid","best_bid_size","best_ask","best_ask_size","side","time","trade_id","last_size"}: every
  *     `tickEveryMs` (1 s) per subscribed product, one trade at the emulator's `now` (frozen: the same time
  *     and prices again; real: prices move), and the product's last ticker at once on subscribing, as Coinbase
- *     does. Numbers as strings, those of the REST ticker and stats at that instant (`coinbaseQuote`):
+ *     does: without `trade_id`, `time`, `side` and `last_size`, and before the `subscriptions` answer
+ *     (`partialFirstTicker`, on by default, as Coinbase has sent it). Every `dropEvery`-th trade (5) is sent
+ *     to nobody: sequence numbers jump and a heartbeat may name a trade never sent. Numbers as strings, those of the REST ticker and stats at that instant (`coinbaseQuote`):
  *     `price` = coinbasePrice(id, t), `open_24h` = coinbasePrice(id, t - 24 h). `time` has microseconds.
  *     A product whose trading is disabled (XTZ-USDT) has no trades, so no ticker messages.
  *   ← {"type":"heartbeat","last_trade_id","product_id","sequence","time"}: every `heartbeatEveryMs` (1 s) per
  *     product. `sequence` counts a product's trades (the same for every connection); `trade_id` too.
+ * Refused as Coinbase refuses: an upgrade without a User-Agent (400); per address, Coinbase's limits
+ * (coinbase-feed-limits.ts: 8 connection requests a second, bursts of 20, else 429 at the upgrade; 100 messages
+ * a second from clients, else an error and the connection closed; 10 subscriptions of a product on a channel,
+ * else the subscribe is refused); a subscribe naming one unknown product is refused whole.
  * Bounds: `maxConnections` (100; the next upgrade gets 429), `maxProductsPerConnection` (200), messages of
  * 64 KiB. Pings are answered. Faults: `coinbaseFeedModes` below. Erasable TypeScript; nothing runs on import.
  */
 import type { IncomingMessage } from "node:http"
 import type { Duplex } from "node:stream"
+import { type CallersStats, makeCallers, userAgentOf } from "./callers.ts"
+import { type CoinbaseFeedLimits, type LimitRefusals, makeFeedLimits } from "./coinbase-feed-limits.ts"
 import { coinbaseQuote, coinbaseTime, emulatedProductById, priceText } from "./coinbase-data.ts"
 import { acceptUpgrade, refuseUpgrade, upgradeProblem, type WebSocketPeer } from "./websocket.ts"
 
@@ -33,9 +41,12 @@ export const COINBASE_FEED_PATH = "/ws-feed"
 /**
  * `normal`; `disconnect`: close every connection now (close frame 1001), the standing mode unchanged, so
  * clients may reconnect; `refuse`: new upgrades get 503 until `normal`; `silent`: connections stay open
- * and nothing is sent on them (no answers, ticks, heartbeats or pongs, no deadline closes) until `normal`.
+ * and nothing is sent on them (no answers, ticks, heartbeats or pongs, no deadline closes) until `normal`;
+ * `numeric-ticks`: ticks write their decimals as JSON numbers (a format our reader must not trust), heartbeats
+ * go on as usual, until `normal`; `cut-off`: each connection is closed (1001) as soon as it has been answered
+ * its first subscribe, as Coinbase does to a client it will not serve, until `normal`.
  */
-export const coinbaseFeedModes = ["normal", "disconnect", "refuse", "silent"] as const
+export const coinbaseFeedModes = ["normal", "disconnect", "refuse", "silent", "numeric-ticks", "cut-off"] as const
 export type CoinbaseFeedMode = (typeof coinbaseFeedModes)[number]
 
 export interface CoinbaseFeedOptions {
@@ -49,6 +60,15 @@ export interface CoinbaseFeedOptions {
   readonly maxConnections?: number
   /** Products one connection may subscribe to, over all its channels (default 200); past it, an error message. */
   readonly maxProductsPerConnection?: number
+  /** Coinbase's limits per address (coinbase-feed-limits.ts); its documented numbers by default. */
+  readonly limits?: CoinbaseFeedLimits
+  /**
+   * The ticker sent at once on subscribing lacks `trade_id`, `time`, `side` and `last_size`, as Coinbase's
+   * has (upstreams.md §1.10); default true.
+   */
+  readonly partialFirstTicker?: boolean
+  /** Every n-th trade of a product is sent to nobody (a dropped message: its sequence number jumps); 0: none. Default 5. */
+  readonly dropEvery?: number
 }
 
 export interface CoinbaseFeedProductStats {
@@ -75,6 +95,10 @@ export interface CoinbaseFeedStats {
   readonly ticks: number
   readonly heartbeats: number
   readonly byProduct: Readonly<Record<string, CoinbaseFeedProductStats>>
+  /** Refusals by Coinbase's limits per address (coinbase-feed-limits.ts). */
+  readonly limited: LimitRefusals
+  /** Who asked to connect: User-Agents of the upgrades, and those that carried trace headers. */
+  readonly callers: CallersStats
 }
 
 export interface CoinbaseFeed {
@@ -83,6 +107,8 @@ export interface CoinbaseFeed {
   readonly setMode: (mode: CoinbaseFeedMode) => void
   /** A trade and a heartbeat of every subscribed product now, at the clock's `now` (a simulated clock's step). */
   readonly publish: () => void
+  /** Products the feed refuses ("… is not a valid product") although the REST API lists them; [] by default. */
+  readonly setRefusedProducts: (ids: ReadonlyArray<string>) => void
   readonly resetStats: () => void
   readonly stats: () => CoinbaseFeedStats
   /** Cut every connection and stop the timers. */
@@ -95,16 +121,20 @@ const MAX_MESSAGE_BYTES = 64 * 1024
 type Channel = (typeof CHANNELS)[number]
 
 interface Connection {
+  /** The client's address: Coinbase's limits bind all connections from one address together. */
+  readonly address: string
   readonly peer: WebSocketPeer
   readonly subscribed: Record<Channel, Set<string>>
   deadline: ReturnType<typeof setTimeout> | undefined
 }
 
-/** The market of one product: its message sequence, last trade id and last ticker message. */
+type Ticker = Readonly<Record<string, string | number>>
+
+/** The market of one product: its message sequence, last trade id and last ticker. */
 interface Market {
   sequence: number
   tradeId: number
-  lastTicker: string | undefined
+  lastTicker: Ticker | undefined
 }
 
 /** What a subscribe or unsubscribe asks: channel → products, or a reason to refuse it. */
@@ -132,6 +162,10 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
   const deadlineMs = options.subscribeDeadlineMs ?? 5_000
   const maxConnections = options.maxConnections ?? 100
   const maxProducts = options.maxProductsPerConnection ?? 200
+  const partialFirstTicker = options.partialFirstTicker ?? true
+  const dropEvery = options.dropEvery ?? 5
+  const limits = makeFeedLimits(options.limits)
+  let refusedProducts = new Set<string>()
   const connections = new Set<Connection>()
   const markets = new Map<string, Market>()
   let mode: Exclude<CoinbaseFeedMode, "disconnect"> = "normal"
@@ -139,6 +173,7 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
   const zero = () => ({ accepted: 0, refused: 0, subscribes: 0, unsubscribes: 0, errors: 0, ticks: 0, heartbeats: 0 })
   let counts = zero()
   let byProduct = new Map<string, { ticks: number; heartbeats: number }>()
+  const callers = makeCallers()
 
   const countFor = (id: string) => {
     const entry = byProduct.get(id) ?? { ticks: 0, heartbeats: 0 }
@@ -153,15 +188,18 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
     }
     return m
   }
-  /** A trade happens: the product's next ticker message, at the emulator's `now`. Trading disabled: none. */
-  const trade = (id: string): string | undefined => {
+  /**
+   * A trade happens at the emulator's `now`: the product's ticker, or undefined when its trading is
+   * disabled or the message is dropped (every `dropEvery`-th: its sequence number is skipped).
+   */
+  const trade = (id: string): Ticker | undefined => {
     if (emulatedProductById.get(id)?.tradingDisabled !== false) return undefined
     const m = market(id)
     const at = now()
     const quote = coinbaseQuote(id, at)
     m.sequence++
     m.tradeId++
-    m.lastTicker = JSON.stringify({
+    m.lastTicker = {
       type: "ticker",
       sequence: m.sequence,
       product_id: id,
@@ -179,8 +217,17 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
       time: coinbaseTime(at),
       trade_id: m.tradeId,
       last_size: "0.01000000"
-    })
-    return m.lastTicker
+    }
+    return dropEvery > 0 && m.tradeId % dropEvery === 0 ? undefined : m.lastTicker
+  }
+  /** A ticker as sent: decimals as strings (Coinbase), or as JSON numbers in mode `numeric-ticks`. */
+  const tickerText = (ticker: Ticker, partial = false): string => {
+    const out: Record<string, unknown> = { ...ticker }
+    if (partial) for (const field of ["trade_id", "time", "side", "last_size"]) delete out[field]
+    if (mode === "numeric-ticks") {
+      for (const [field, value] of Object.entries(out)) if (typeof value === "string" && /^\d+\.\d+$/.test(value)) out[field] = Number(value)
+    }
+    return JSON.stringify(out)
   }
 
   const send = (connection: Connection, message: unknown) => {
@@ -195,12 +242,21 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
     channels: CHANNELS.filter((c) => connection.subscribed[c].size > 0).map((name) => ({ name, product_ids: [...connection.subscribed[name]] }))
   })
   const productsOf = (connection: Connection) => new Set(CHANNELS.flatMap((c) => [...connection.subscribed[c]]))
+  /** Connections from `address` subscribed to `id` on `channel`. */
+  const subscribersFrom = (address: string, channel: Channel, id: string) =>
+    [...connections].filter((c) => c.address === address && c.subscribed[channel].has(id)).length
 
   const subscribe = (connection: Connection, wanted: Map<Channel, Array<string>>) => {
     for (const [channel, ids] of wanted) {
       if (ids.length === 0) return error(connection, "Failed to subscribe", `You need to specify at least one product ID for channel ${channel}`)
-      const invalid = ids.find((id) => emulatedProductById.get(id)?.status !== "online")
+      // One unknown product refuses the whole message (coinbase-pro-node#174).
+      const invalid = ids.find((id) => emulatedProductById.get(id)?.status !== "online" || refusedProducts.has(id))
       if (invalid !== undefined) return error(connection, "Failed to subscribe", `${invalid} is not a valid product`)
+      const crowded = ids.find((id) => !connection.subscribed[channel].has(id) && subscribersFrom(connection.address, channel, id) >= limits.perProduct)
+      if (crowded !== undefined) {
+        limits.refusedSubscription()
+        return error(connection, "Failed to subscribe", `${crowded} has reached ${limits.perProduct} subscriptions on ${channel} from this address`)
+      }
     }
     const after = productsOf(connection)
     for (const ids of wanted.values()) for (const id of ids) after.add(id)
@@ -216,16 +272,22 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
     }
     clearTimeout(connection.deadline)
     connection.deadline = undefined
-    send(connection, subscriptions(connection))
-    // As Coinbase does, a new ticker subscription gets the product's last ticker at once.
-    for (const id of newTickers) {
-      const last = markets.get(id)?.lastTicker ?? trade(id)
+    // As Coinbase does, a new ticker subscription gets the product's last ticker at once; it has come
+    // without its trade's id, time, side and size, and before the subscriptions message.
+    const firsts = newTickers.map((id) => {
+      if (markets.get(id)?.lastTicker === undefined) trade(id)
+      return [id, markets.get(id)?.lastTicker] as const
+    })
+    if (!partialFirstTicker) send(connection, subscriptions(connection))
+    for (const [id, last] of firsts) {
       if (last !== undefined && mode !== "silent") {
-        send(connection, last)
+        send(connection, tickerText(last, partialFirstTicker))
         counts.ticks++
         countFor(id).ticks++
       }
     }
+    if (partialFirstTicker) send(connection, subscriptions(connection))
+    if (mode === "cut-off") connection.peer.close(1001, "going away")
   }
 
   const unsubscribe = (connection: Connection, wanted: Map<Channel, Array<string>>) => {
@@ -238,6 +300,10 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
   }
 
   const onMessage = (connection: Connection, text: string) => {
+    if (!limits.message(connection.address)) {
+      error(connection, "Too many messages", `more than ${options.limits?.messagesPerSecond ?? 100} messages a second from this address`)
+      return connection.peer.close(1008, "rate limit exceeded")
+    }
     let message: unknown
     try {
       message = JSON.parse(text)
@@ -268,8 +334,9 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
     if (mode === "silent") return
     const wanted = new Set([...connections].flatMap((c) => [...c.subscribed.ticker]))
     for (const id of wanted) {
-      const message = trade(id)
-      if (message === undefined) continue
+      const ticker = trade(id)
+      if (ticker === undefined) continue
+      const message = tickerText(ticker)
       for (const connection of connections) {
         if (!connection.subscribed.ticker.has(id) || !connection.peer.isOpen()) continue
         connection.peer.send(message)
@@ -310,12 +377,18 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
       refuseUpgrade(socket, status, reason, { message }, headers)
     }
     if (path !== COINBASE_FEED_PATH) return refuse(404, "Not Found", "NotFound")
+    const address = req.socket.remoteAddress ?? ""
+    if (!limits.connect(address)) return refuse(429, "Too Many Requests", "Too many connection requests")
+    callers.note(req)
+    // Coinbase's REST API answers a call without one 400; its feed's upgrade is taken to do the same.
+    if (userAgentOf(req) === undefined) return refuse(400, "Bad Request", "User-Agent header is required.")
     const problem = upgradeProblem(req)
     if (problem !== undefined) return refuse(problem[0], problem[1], "not a WebSocket upgrade", problem[0] === 426 ? { "sec-websocket-version": "13" } : {})
     if (mode === "refuse") return refuse(503, "Service Unavailable", "Service Unavailable")
     if (connections.size >= maxConnections) return refuse(429, "Too Many Requests", "Too many connections")
     counts.accepted++
     const connection: Connection = {
+      address,
       subscribed: { ticker: new Set(), heartbeat: new Set() },
       deadline: undefined,
       peer: acceptUpgrade(req, socket, head, {
@@ -341,7 +414,7 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
       const entry = byProduct.get(id) ?? { ticks: 0, heartbeats: 0 }
       products[id] = { ticks: entry.ticks, heartbeats: entry.heartbeats, subscribers: subscribers.get(id) ?? 0 }
     }
-    return { mode, connections: connections.size, ...counts, byProduct: products }
+    return { mode, connections: connections.size, ...counts, byProduct: products, limited: limits.refusals(), callers: callers.stats() }
   }
 
   return {
@@ -355,9 +428,14 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
       tick()
       heartbeat()
     },
+    setRefusedProducts: (ids) => {
+      refusedProducts = new Set(ids)
+    },
     resetStats: () => {
       counts = zero()
       byProduct = new Map()
+      callers.reset()
+      limits.reset()
     },
     stats,
     close: () => {

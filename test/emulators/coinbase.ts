@@ -29,15 +29,20 @@
  *                     "paths"?: ["/products/BTC-USD", "/products$" (exactly)], "times"?: n, "status"?: 5xx,
  *                     "latency"?: {"/products": ms}, "now"?: ISO | null, "resetStats"?: true, "listed"?: [ids] | null,
  *                     "rateLimit"?: false | true (on again: every address starts with a full bucket),
- *                     "feed"?: "normal"|"disconnect" (close all now)|"refuse" (upgrades 503)|"silent" (send nothing)}
+ *                     "feed"?: "normal"|"disconnect" (close all now)|"refuse" (upgrades 503)|"silent" (send nothing)|
+ *                              "numeric-ticks" (decimals as JSON numbers)|"cut-off" (closed once subscribed),
+ *                     "feedRefuses"?: [ids] (the feed refuses them: "… is not a valid product")}
  *   GET  /__stats    {"total": n, "byPath": {"/products/BTC-USD/candles": n, …}, "byStatus": {"200": n, "429": n},
- *                     "maxInFlight": n, "feed": {connections, subscribes, ticks, heartbeats, byProduct, …}}
+ *                     "maxInFlight": n, "callers": {"byUserAgent": {…}, "traced": n},
+ *                     "feed": {connections, subscribes, ticks, heartbeats, byProduct, callers, …}}
+ * A call without a User-Agent gets 400 {"message":"User-Agent header is required."}, as Coinbase answers.
  * Imported: `startCoinbaseEmulator({ port?, host?, now?, rateLimit?, feed?: { tickEveryMs?, … } })`.
  * Runs on Node's type stripping: erasable TypeScript only, local imports with `.ts`.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { fileURLToPath } from "node:url"
+import { type CallersStats, makeCallers, userAgentOf } from "./callers.ts"
 import { type CoinbaseFeedMode, type CoinbaseFeedOptions, type CoinbaseFeedStats, COINBASE_FEED_PATH, createCoinbaseFeed } from "./coinbase-feed.ts"
 import { coinbaseCandle, coinbaseProductRow, coinbaseQuote, coinbaseTime, emulatedProductById, emulatedProducts, priceText } from "./coinbase-data.ts"
 
@@ -62,6 +67,8 @@ export interface CoinbaseEmulatorStats {
   readonly byStatus: Readonly<Record<string, number>>
   /** Most API calls being answered at the same time. */
   readonly maxInFlight: number
+  /** Who called the REST API: User-Agents, and calls that carried trace headers (callers.ts). */
+  readonly callers: CallersStats
   readonly feed: CoinbaseFeedStats
 }
 
@@ -73,6 +80,8 @@ export interface CoinbaseEmulator {
   readonly wsUrl: string
   /** The feed's faults: "disconnect" closes every connection now; the others stand until "normal". */
   setFeed(mode: CoinbaseFeedMode): void
+  /** Products the feed refuses ("… is not a valid product") although the REST API lists them. */
+  setFeedRefuses(ids: ReadonlyArray<string>): void
   /** A trade and a heartbeat of every subscribed product now (a simulated clock's step; the timers keep theirs). */
   publishFeed(): void
   setFault(fault: CoinbaseFaultMode | CoinbaseFault): void
@@ -204,6 +213,7 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
   let total = 0
   let inFlight = 0
   let maxInFlight = 0
+  const callers = makeCallers()
 
   const setFault = (next: CoinbaseFaultMode | CoinbaseFault) => {
     const parsed = typeof next === "string" ? { mode: next } : next
@@ -226,8 +236,16 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
     byStatus = {}
     total = 0
     maxInFlight = inFlight
+    callers.reset()
   }
-  const stats = (): CoinbaseEmulatorStats => ({ total, byPath: { ...byPath }, byStatus: { ...byStatus }, maxInFlight, feed: feed.stats() })
+  const stats = (): CoinbaseEmulatorStats => ({
+    total,
+    byPath: { ...byPath },
+    byStatus: { ...byStatus },
+    maxInFlight,
+    callers: callers.stats(),
+    feed: feed.stats()
+  })
   const now = () => frozenNow ?? Date.now()
 
   /** The address's token bucket, on the real clock (a frozen `now` is for prices only). */
@@ -276,6 +294,7 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
       if (typeof body.rateLimit === "boolean") setRateLimit(body.rateLimit)
       if (body.listed !== undefined) listed = body.listed === null ? undefined : new Set(body.listed as Array<string>)
       if (body.feed !== undefined) feed.setMode(body.feed as CoinbaseFeedMode)
+      if (Array.isArray(body.feedRefuses)) feed.setRefusedProducts(body.feedRefuses as Array<string>)
     } catch (error) {
       return sendJson(res, 400, { message: String(error) })
     }
@@ -298,6 +317,8 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
       status = code
       sendJson(res, code, body)
     }
+    callers.note(req)
+    if (userAgentOf(req) === undefined) return reply(400, { message: "User-Agent header is required." })
     if (!admitted(req.socket.remoteAddress ?? "")) return reply(429, { message: "Public rate limit exceeded" })
 
     const delay = [...latency].find(([prefix]) => path.startsWith(prefix))?.[1]
@@ -350,6 +371,7 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
         port: address.port,
         wsUrl: `ws://${host}:${address.port}${COINBASE_FEED_PATH}`,
         setFeed: feed.setMode,
+        setFeedRefuses: feed.setRefusedProducts,
         publishFeed: feed.publish,
         setFault,
         setLatency,

@@ -15,7 +15,9 @@
  *                     "now"?: ISO string | null, "resetStats"?: true, "extraCoins"?: n,
  *                     "publishDelayMinutes"?: n}
  *   GET  /__stats    {"total": n, "byPath": {"/coins/bitcoin/market_chart": n, ...}, "byQuery": {...},
- *                     "maxInFlight": n, "ranges": [{"path", "from", "to"}, ...], "markets": [{"currency", "at"}, ...]}
+ *                     "maxInFlight": n, "ranges": [{"path", "from", "to"}, ...], "markets": [{"currency", "at"}, ...],
+ *                     "callers": {"byUserAgent": {...}, "traced": n}}
+ * A call without a User-Agent gets 403 with CoinGecko's body, before anything else is looked at.
  * `byQuery` splits /coins/markets by form: "markets:ids", "markets:symbols", "markets:ranks" (neither).
  * `extraCoins`: that many more coins in /coins/list only (unranked, no market, chart 404): a flood of
  * real but dead tickers (fc0, fc1, ...).
@@ -31,6 +33,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { fileURLToPath } from "node:url"
+import { type CallersStats, makeCallers, userAgentOf } from "./callers.ts"
 import { answer, marketsForm } from "./coingecko-answers.ts"
 import { DAY_MS } from "./coingecko-data.ts"
 
@@ -74,6 +77,8 @@ export interface EmulatorStats {
   readonly ranges: ReadonlyArray<{ readonly path: string; readonly from: number; readonly to: number }>
   /** Every /coins/markets call since the last reset: its `vs_currency` and when, by the emulator's clock (epoch ms). */
   readonly markets: ReadonlyArray<{ readonly currency: string; readonly at: number }>
+  /** Who called: User-Agents, and calls that carried trace headers (callers.ts). */
+  readonly callers: CallersStats
 }
 
 export interface CoinGeckoEmulator {
@@ -117,6 +122,10 @@ const CLOUDFLARE_429 = `<!DOCTYPE html>
 <p>The owner of this website (api.coingecko.com) has banned you temporarily from accessing this website.</p>
 <p>Cloudflare Ray ID: 8f00000000000000</p></div></body></html>`
 
+/** CoinGecko's refusal of a call without a User-Agent (upstreams.md §1.10). */
+const NO_USER_AGENT =
+  "Please add a descriptive User-Agent to your request. For higher rate limits & stable integration, please subscribe to our API plans: https://www.coingecko.com/en/api/pricing"
+
 const sendJson = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
   const text = JSON.stringify(body)
   res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text), ...headers })
@@ -137,6 +146,7 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
   let total = 0
   let inFlight = 0
   let maxInFlight = 0
+  const callers = makeCallers()
 
   const setFault = (next: FaultMode | FaultOptions) => {
     const parsed = typeof next === "string" ? { mode: next } : next
@@ -151,8 +161,18 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
     markets = []
     total = 0
     maxInFlight = inFlight
+    callers.reset()
   }
-  const stats = (): EmulatorStats => ({ total, byPath: { ...byPath }, byQuery: { ...byQuery }, maxInFlight, inFlight, ranges: [...ranges], markets: [...markets] })
+  const stats = (): EmulatorStats => ({
+    total,
+    byPath: { ...byPath },
+    byQuery: { ...byQuery },
+    maxInFlight,
+    inFlight,
+    ranges: [...ranges],
+    markets: [...markets],
+    callers: callers.stats()
+  })
   const now = () => frozenNow ?? Date.now()
 
   /** The fault to apply to this call, consuming one of `times`. */
@@ -227,7 +247,10 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
     const delay = [...latency].find(([prefix]) => path.startsWith(prefix))?.[1]
     if (delay !== undefined) await new Promise((resolve) => setTimeout(resolve, delay))
 
+    callers.note(req)
     if (req.method !== "GET") return sendJson(res, 405, { error: "Method Not Allowed" })
+    // Since January 2026, on every plan and keyless alike, before the key is looked at.
+    if (userAgentOf(req) === undefined) return sendJson(res, 403, { status: { error_code: 403, error_message: NO_USER_AGENT } })
     if (!keyAccepted(req, query)) {
       return sendJson(res, 401, { status: { error_code: 10002, error_message: "API Key Missing or invalid" } })
     }

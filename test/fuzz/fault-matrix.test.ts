@@ -6,7 +6,6 @@
  * Each case asserts the status and problem code, a response-time bound, and that /api/health still
  * answers 200 afterwards. (Redis down: test/production/redis.test.ts.)
  */
-import { NodeHttpClient } from "@effect/platform-node"
 import { Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type BrevoEmulator, startBrevoEmulator } from "../emulators/brevo.ts"
@@ -25,6 +24,7 @@ import { layerMemory as durableCellMemory } from "../../src/platform/durableCell
 import { DailyHistory } from "../../src/rates/history/DailyHistory.ts"
 import { PLENTY } from "../support/credits.ts"
 import { coinGeckoAlone } from "../rates/helpers.ts"
+import { upstreamHttp } from "../support/upstream.ts"
 
 const NOW = Date.UTC(2026, 10, 22, 10, 30)
 /** Upstream budget per request (COINGECKO_REQUEST_BUDGET_MS) and the newsletter deadline, plus slack. */
@@ -61,7 +61,7 @@ describe("CoinGecko fault modes × the upstream calls behind POST /api/v1/exchan
       COINGECKO_LATEST_TTL_S: "1",
       COINGECKO_CALLS_PER_MONTH: PLENTY,
       COINGECKO_DEFAULT_RETRY_AFTER_S: "1"
-    })), Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, DailyHistory.layerMemory, durableCellMemory)))
+    })), Layer.provide(Layer.mergeAll(upstreamHttp, DailyHistory.layerMemory, durableCellMemory)))
     app = await startTestApp({ rates })
     model = loadOpenApi(await (await fetch(`${app.url}/openapi.json`)).json())
     // Warm the currency list (cached a day) so every case below exercises only the call it faults.
@@ -142,7 +142,7 @@ describe("CoinGecko fault modes × the upstream calls behind POST /api/v1/exchan
 
 const newsletterEnv = { NEWSLETTER_TIMEOUT_MS: "300", NEWSLETTER_DEADLINE_MS: "1200", NEWSLETTER_RETRIES: "1" }
 const live = (env: Record<string, string>) =>
-  Newsletters.layer.pipe(Layer.provide(NodeHttpClient.layerUndici), Layer.provide(configFrom({ ...newsletterEnv, ...env })))
+  Newsletters.layer.pipe(Layer.provide(upstreamHttp), Layer.provide(configFrom({ ...newsletterEnv, ...env })))
 
 type NewsletterCase = readonly [mode: Exclude<NewsletterFault, "none">, times: number | undefined, delayMs: number | undefined, expected: 200 | 502]
 

@@ -2,17 +2,17 @@
  * Runs the live `Newsletter` layer built from an explicit environment (never the process's), over a
  * real HTTP client, and measures how long each call takes.
  */
-import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Exit, Layer, Logger, ManagedRuntime } from "effect"
 import { configFrom, type Env } from "../support/config.ts"
 import * as Newsletters from "../../src/newsletter/layer.ts"
 import { Locales, Newsletter, type SubscribeInput } from "../../src/newsletter/Newsletter.ts"
+import { upstreamHttp } from "../support/upstream.ts"
 
 export const LOCALES = Locales
 
 const liveLayer = (env: Env) =>
   Newsletters.layer.pipe(
-    Layer.provide(NodeHttpClient.layerUndici),
+    Layer.provide(upstreamHttp),
     Layer.provide(configFrom(env))
   )
 

@@ -9,7 +9,6 @@ import { Redis } from "effect/persistence"
 import { TestClock } from "effect/testing"
 import { afterAll, beforeAll } from "vitest"
 import { ExchangeRatesResponse } from "../../src/api/schemas.ts"
-import { NodeHttpClient } from "@effect/platform-node"
 import { encodeRatesBody } from "../../src/rates/answerMemo.ts"
 import { CoinbaseConfig } from "../../src/rates/coinbase/CoinbaseConfig.ts"
 import { type ChartPoint, CoinGeckoClient, type MarketRow } from "../../src/rates/coingecko/CoinGeckoClient.ts"
@@ -23,6 +22,7 @@ import { startTestApp, type TestApp } from "../support/app.ts"
 import { coinGeckoConfigFrom, EMULATOR_NOW, makeAgeableCache } from "./helpers.ts"
 import { MonthlyBudget } from "../../src/rates/coingecko/credits/MonthlyBudget.ts"
 import { DailyHistory } from "../../src/rates/history/DailyHistory.ts"
+import { upstreamHttp } from "../support/upstream.ts"
 
 // ---------------------------------------------------------------------------------------------------
 // An upstream stub that counts how often each call is *built* (not run): a hit must build none.
@@ -95,7 +95,7 @@ const providerOver = (upstream: Layer.Layer<CoinGeckoClient>) =>
       CoinbaseConfig.layer.pipe(Layer.provide(configFrom({ RATES_FALLBACK: "none", COINBASE_WS_URL: "none" }))),
       DailyHistory.layerMemory,
       MonthlyBudget.layerMemory(1_000_000_000),
-      NodeHttpClient.layerUndici
+      upstreamHttp
     )),
     Layer.orDie
   )

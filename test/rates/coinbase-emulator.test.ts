@@ -4,6 +4,7 @@
  * public rate limit, prices agreeing with the CoinGecko emulator's), and it runs on its own.
  */
 import { spawn } from "node:child_process"
+import { request } from "node:http"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { type CoinbaseEmulator, startCoinbaseEmulator } from "../emulators/coinbase.ts"
 import { coinbaseDailyClose, coinbasePrice, DAY_MS, GAPPY_PRODUCT, startOfUtcDay, tradedOn } from "../emulators/coinbase-data.ts"
@@ -32,6 +33,22 @@ const candlesPath = (id: string, from: number, to: number, granularity = 86_400)
   `/products/${id}/candles?granularity=${granularity}&start=${iso(from)}&end=${iso(to)}`
 
 describe("the Coinbase emulator's public market data", () => {
+  it("refuses a call without a User-Agent: 400 {message}, as Coinbase answers", async () => {
+    const bare = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      // node:http sends no User-Agent of its own (fetch would send "node").
+      const req = request(`${emulator.url}/products/BTC-USD/ticker`, (res) => {
+        let body = ""
+        res.on("data", (chunk) => (body += chunk))
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }))
+      })
+      req.on("error", reject)
+      req.end()
+    })
+    expect([bare.status, JSON.parse(bare.body)]).toEqual([400, { message: "User-Agent header is required." }])
+    expect((await get("/products/BTC-USD/ticker")).status).toBe(200)
+    expect(emulator.stats().callers.byUserAgent).toEqual({ "": 1, node: 1 })
+  })
+
   it("lists products with Coinbase's fields: majors in USD and EUR, stablecoin pairs, and some not tradable", async () => {
     const { body, status } = await get("/products")
     expect(status).toBe(200)

@@ -16,6 +16,7 @@ import { EMULATOR_NOW } from "./helpers.ts"
 const TICK_MS = 100
 const HEARTBEAT_MS = 150
 const DEADLINE_MS = 300
+const AGENT = "crypto-landing-api/test (+http://localhost)"
 const TICKER_FIELDS = ["type", "sequence", "product_id", "price", "open_24h", "volume_24h", "low_24h", "high_24h", "volume_30d", "best_bid", "best_bid_size", "best_ask", "best_ask_size", "side", "time", "trade_id", "last_size"]
 
 let emulator: CoinbaseEmulator
@@ -44,7 +45,7 @@ interface Received {
 /** A feed client: every message received (with its arrival time), and how it closed. */
 const connect = (url = emulator.wsUrl) =>
   new Promise<{ ws: WebSocket; received: Array<Received>; closed: Promise<CloseEvent>; send: (m: unknown) => void; of: (type: string, id?: string) => Array<any> }>((resolve, reject) => {
-    const ws = new WebSocket(url)
+    const ws = new WebSocket(url, { headers: { "user-agent": AGENT } } as unknown as Array<string>)
     opened.push(ws)
     const received: Array<Received> = []
     const closed = new Promise<CloseEvent>((done) => ws.addEventListener("close", done))
@@ -74,10 +75,16 @@ const control = (body: unknown) => fetch(`${emulator.url}/__control`, { method: 
 const subscribe = (product_ids: Array<string>, channels: Array<unknown>) => ({ type: "subscribe", product_ids, channels })
 
 /** The status a plain HTTP upgrade request gets: 101, or the refusal's. */
-const upgradeStatus = (url = emulator.wsUrl) =>
+const upgradeStatus = (url = emulator.wsUrl, agent: string | null = AGENT) =>
   new Promise<number>((resolve, reject) => {
     const target = new URL(url)
-    const headers = { connection: "Upgrade", upgrade: "websocket", "sec-websocket-version": "13", "sec-websocket-key": randomBytes(16).toString("base64") }
+    const headers = {
+      connection: "Upgrade",
+      upgrade: "websocket",
+      "sec-websocket-version": "13",
+      "sec-websocket-key": randomBytes(16).toString("base64"),
+      ...(agent === null ? {} : { "user-agent": agent })
+    }
     const req = request({ host: target.hostname, port: target.port, path: target.pathname, headers })
     req.on("response", (res) => {
       res.resume()
@@ -101,7 +108,7 @@ const rawClient = async () => {
     buffer = Buffer.concat([buffer, chunk])
   })
   socket.write(`GET ${target.pathname} HTTP/1.1\r\nHost: ${target.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-    `Sec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n\r\n`)
+    `Sec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\nUser-Agent: ${AGENT}\r\n\r\n`)
   await until(() => buffer.includes("\r\n\r\n"))
   const end = buffer.indexOf("\r\n\r\n") + 4
   const head = buffer.subarray(0, end).toString()
@@ -191,17 +198,20 @@ describe("the Coinbase emulator's WebSocket feed", () => {
   it("ticks every tickEveryMs at the frozen clock: price and open_24h from coinbasePrice, as the REST ticker and stats say", async () => {
     const client = await connect()
     client.send(subscribe(["BTC-USD", "ETH-EUR"], ["ticker"]))
-    await sleep(5 * TICK_MS + 50)
+    await sleep(6 * TICK_MS + 50)
     for (const id of ["BTC-USD", "ETH-EUR"]) {
       const ticks = client.received.filter((r) => r.message.type === "ticker" && r.message.product_id === id)
-      // The last ticker at once on subscribing, then one a tick.
+      // The last ticker at once on subscribing, without its trade and before the subscriptions answer, as Coinbase has sent it.
+      expect(Object.keys(ticks[0]!.message)).toEqual(TICKER_FIELDS.filter((f) => !["side", "time", "trade_id", "last_size"].includes(f)))
+      expect(client.received.findIndex((r) => r.message.type === "subscriptions")).toBeGreaterThan(client.received.indexOf(ticks[0]!))
+      // Then one a tick, but every fifth trade dropped (sent to nobody).
       expect(ticks.length).toBeGreaterThanOrEqual(4)
       expect(ticks.length).toBeLessThanOrEqual(7)
       const spacing = (ticks.at(-1)!.at - ticks[1]!.at) / (ticks.length - 2)
       expect(spacing).toBeGreaterThan(TICK_MS * 0.7)
-      expect(spacing).toBeLessThan(TICK_MS * 1.6)
+      expect(spacing).toBeLessThan(TICK_MS * 2.2)
       const [ticker, stats] = await Promise.all([get(`/products/${id}/ticker`), get(`/products/${id}/stats`)])
-      for (const { message } of ticks) {
+      for (const { message } of ticks.slice(1)) {
         expect(Object.keys(message)).toEqual(TICKER_FIELDS)
         expect(message.price).toBe(String(coinbasePrice(id, EMULATOR_NOW)))
         expect(message.open_24h).toBe(String(coinbasePrice(id, EMULATOR_NOW - DAY_MS)))
@@ -214,7 +224,8 @@ describe("the Coinbase emulator's WebSocket feed", () => {
       }
       const sequences = ticks.map((t) => t.message.sequence)
       expect(sequences).toEqual([...sequences].sort((a, b) => a - b))
-      expect(new Set(ticks.map((t) => t.message.trade_id)).size).toBe(ticks.length)
+      expect(new Set(ticks.slice(1).map((t) => t.message.trade_id)).size).toBe(ticks.length - 1)
+      expect(ticks.slice(1).every((t) => t.message.trade_id % 5 !== 0), "every fifth trade is dropped").toBe(true)
     }
   })
 
@@ -245,9 +256,12 @@ describe("the Coinbase emulator's WebSocket feed", () => {
         expect(Date.parse(beat.time)).toBe(EMULATOR_NOW)
       }
     }
-    // A heartbeat names the product's last trade, which the ticker channel told.
+    // A heartbeat names the product's last trade: the last the ticker channel told, or one dropped since.
+    const messages = client.received.map((r) => r.message)
     const last = client.of("heartbeat", "BTC-USD").at(-1)
-    expect(client.of("ticker", "BTC-USD").map((t) => [t.trade_id, t.sequence])).toContainEqual([last.last_trade_id, last.sequence])
+    const told = Math.max(...messages.slice(0, messages.indexOf(last)).filter((m) => m.type === "ticker" && m.product_id === "BTC-USD").map((t) => t.trade_id ?? 0))
+    expect(last.last_trade_id - told).toBeGreaterThanOrEqual(0)
+    expect(last.last_trade_id - told).toBeLessThanOrEqual(1)
     expect(client.of("ticker", "XTZ-USDT")).toEqual([])
   })
 
@@ -350,7 +364,7 @@ describe("the Coinbase emulator's WebSocket feed", () => {
     a.send(subscribe(["BTC-USD"], ["ticker", "heartbeat"]))
     b.send(subscribe(["BTC-USD", "ETH-EUR"], ["ticker"]))
     b.send({ type: "unsubscribe", product_ids: ["BTC-USD"], channels: ["ticker"] })
-    await sleep(3 * TICK_MS)
+    await sleep(4 * TICK_MS)
     emulator.setFeed("silent")
     await sleep(30)
     const count = (type: string, id: string) => a.of(type, id).length + b.of(type, id).length
@@ -372,5 +386,66 @@ describe("the Coinbase emulator's WebSocket feed", () => {
     expect(stats.feed.byProduct["ETH-EUR"].ticks).toBeGreaterThanOrEqual(3)
     emulator.resetStats()
     expect(emulator.stats().feed).toMatchObject({ connections: 2, subscribes: 0, ticks: 0, byProduct: { "BTC-USD": { ticks: 0, subscribers: 1 } } })
+  })
+})
+
+describe("the feed refuses what Coinbase refuses (../shared/reference/upstreams.md §1.10)", () => {
+  it("an upgrade without a User-Agent: 400, as Coinbase's REST answers", async () => {
+    expect(await upgradeStatus(emulator.wsUrl, null)).toBe(400)
+    expect(await upgradeStatus()).toBe(101)
+    expect(emulator.stats().feed.callers.byUserAgent).toEqual({ "": 1, [AGENT]: 1 })
+  })
+
+  it("per address: 8 connection requests a second, bursts of 20; past them 429 at the upgrade", async () => {
+    const statuses = await Promise.all(Array.from({ length: 24 }, () => upgradeStatus()))
+    expect(statuses.filter((s) => s === 101)).toHaveLength(20)
+    expect(statuses.filter((s) => s === 429)).toHaveLength(4)
+    // About 8 a second come back.
+    await sleep(400)
+    const later = await Promise.all(Array.from({ length: 6 }, () => upgradeStatus()))
+    expect(later.filter((s) => s === 101).length).toBeGreaterThanOrEqual(2)
+    expect(later.filter((s) => s === 101).length).toBeLessThanOrEqual(5)
+    expect(emulator.stats().feed.limited.connections).toBe(4 + later.filter((s) => s === 429).length)
+  })
+
+  it("per address: past 100 messages a second from clients (all connections together), the one sending gets an error and is closed", async () => {
+    const [a, b] = await Promise.all([connect(), connect()])
+    for (let i = 0; i < 60; i++) a.send(subscribe(["BTC-USD"], ["heartbeat"]))
+    // All of a's taken first (each answered), so that b's are the ones past the hundred.
+    await until(() => a.of("subscriptions").length === 60)
+    for (let i = 0; i < 41; i++) b.send(subscribe(["BTC-USD"], ["heartbeat"]))
+    expect((await b.closed).code).toBe(1008)
+    expect(b.of("error").at(-1)).toMatchObject({ type: "error", message: "Too many messages" })
+    expect(a.ws.readyState).toBe(WebSocket.OPEN)
+    expect(emulator.stats().feed.limited.messages).toBe(1)
+  })
+
+  it("per address: 10 subscriptions of a product on a channel; the eleventh subscribe naming it is refused whole", async () => {
+    const clients = await Promise.all(Array.from({ length: 11 }, () => connect()))
+    for (const client of clients.slice(0, 10)) client.send(subscribe(["BTC-USD"], ["ticker"]))
+    await until(() => clients.slice(0, 10).every((c) => c.of("subscriptions").length === 1))
+    const last = clients[10]!
+    last.send(subscribe(["ETH-USD", "BTC-USD"], ["ticker"]))
+    await until(() => last.of("error").length === 1)
+    expect(last.of("error")[0]).toEqual({ type: "error", message: "Failed to subscribe", reason: "BTC-USD has reached 10 subscriptions on ticker from this address" })
+    // Another channel, or another product, is another count.
+    last.send(subscribe(["BTC-USD", "ETH-USD"], ["heartbeat"]))
+    await until(() => last.of("subscriptions").length === 1)
+    expect(emulator.stats().feed.limited.subscriptions).toBe(1)
+  })
+
+  it("numeric-ticks: ticks write decimals as JSON numbers while heartbeats go on, until normal", async () => {
+    const client = await connect()
+    client.send(subscribe(["BTC-USD"], ["ticker", "heartbeat"]))
+    await until(() => client.of("ticker").length > 1)
+    emulator.setFeed("numeric-ticks")
+    const before = client.of("ticker").length
+    await until(() => client.of("ticker").length > before + 1 && client.of("heartbeat").length > 1)
+    const tick = client.of("ticker").at(-1)
+    expect([typeof tick.price, typeof tick.open_24h, typeof tick.trade_id]).toEqual(["number", "number", "number"])
+    emulator.setFeed("normal")
+    const after = client.of("ticker").length
+    await until(() => client.of("ticker").length > after)
+    expect(typeof client.of("ticker").at(-1).price).toBe("string")
   })
 })

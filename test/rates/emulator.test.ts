@@ -1,5 +1,6 @@
 /** The CoinGecko emulator's own contract, over raw HTTP, including its control API. */
 import { spawn } from "node:child_process"
+import { request } from "node:http"
 import path from "node:path"
 import { createInterface } from "node:readline"
 import { afterAll, assert, beforeAll, beforeEach, describe, it } from "@effect/vitest"
@@ -61,6 +62,23 @@ describe("CoinGecko emulator", () => {
     assert.deepStrictEqual(emulator.stats().ranges[0], { path: range("ethereum"), from: today - 4 * day, to: today - day })
   })
 
+  it("refuses a call without a User-Agent with 403 and CoinGecko's body, as CoinGecko does since January 2026", async () => {
+    const bare = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      // node:http sends no User-Agent of its own (fetch would send "node").
+      const req = request(`${emulator.url}/ping`, (res) => {
+        let body = ""
+        res.on("data", (chunk) => (body += chunk))
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }))
+      })
+      req.on("error", reject)
+      req.end()
+    })
+    assert.strictEqual(bare.status, 403)
+    assert.match(JSON.parse(bare.body).status.error_message, /^Please add a descriptive User-Agent to your request/)
+    assert.strictEqual(JSON.parse(bare.body).status.error_code, 403)
+    assert.strictEqual((await get("/ping")).status, 200)
+  })
+
   it("answers CoinGecko's error shapes: 404 coin not found, 400 bad currency, 401 past 365 days", async () => {
     const missing = await get("/coins/nope/market_chart?vs_currency=usd&days=1")
     assert.strictEqual(missing.status, 404)
@@ -93,7 +111,8 @@ describe("CoinGecko emulator", () => {
     assert.strictEqual((await get("/coins/markets?vs_currency=usd")).status, 200, "times: 1")
     assert.strictEqual((await get("/ping")).status, 200, "other paths unaffected")
     const stats = await (await fetch(`${origin()}/__stats`)).json()
-    assert.deepStrictEqual(stats, { total: 3, byPath: { "/coins/markets": 2, "/ping": 1 }, byQuery: { "markets:ranks": 2 }, maxInFlight: 1, inFlight: 0, ranges: [], markets: [{ currency: "usd", at: stats.markets[0]?.at }, { currency: "usd", at: stats.markets[1]?.at }] })
+    assert.deepStrictEqual(stats, { total: 3, byPath: { "/coins/markets": 2, "/ping": 1 }, byQuery: { "markets:ranks": 2 }, maxInFlight: 1, inFlight: 0, ranges: [], markets: [{ currency: "usd", at: stats.markets[0]?.at }, { currency: "usd", at: stats.markets[1]?.at }], callers: stats.callers })
+    assert.strictEqual(stats.callers.traced, 0)
   })
 
   it("/coins/list lists every coin, and as many dead ones as asked for the flood tests", async () => {

@@ -3,7 +3,6 @@
  * against the emulator, with short timeouts so every fault case finishes in about a second. CoinGecko
  * alone unless the environment names a second source (`RATES_FALLBACK`) or a live feed (`COINBASE_WS_URL`).
  */
-import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Layer, Option, type Schema } from "effect"
 import { clockLayerFrom } from "../support/clock.ts"
 import { configFrom, type Env } from "../support/config.ts"
@@ -16,6 +15,7 @@ import { DailyHistory } from "../../src/rates/history/DailyHistory.ts"
 import * as Rates from "../../src/rates/layer.ts"
 import { CoinbaseConfig } from "../../src/rates/coinbase/CoinbaseConfig.ts"
 import { RatesProvider, type RatesQuery } from "../../src/rates/RatesProvider.ts"
+import { upstreamHttp } from "../support/upstream.ts"
 
 /** The emulator's frozen clock in most tests: 2026-11-22T10:00:00Z. */
 export const EMULATOR_NOW = Date.UTC(2026, 10, 22, 10, 0, 0)
@@ -49,7 +49,7 @@ export const healthyEnv = (baseUrl: string, overrides: Env = {}): Env =>
 export const liveRates = (env: Env, now?: number) => {
   const rates = Rates.layer.pipe(
     Layer.provide(configFrom({ RATES_FALLBACK: "none", COINBASE_WS_URL: "none", ...env })),
-    Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, DailyHistory.layerMemory, durableCellMemory))
+    Layer.provide(Layer.mergeAll(upstreamHttp, DailyHistory.layerMemory, durableCellMemory))
   )
   return now === undefined ? rates : Layer.merge(rates, clockLayerFrom(now))
 }
@@ -94,7 +94,7 @@ export const liveRatesWithCache = (env: Env, cache: Layer.Layer<CopyStore>) =>
   Rates.layerOverStore.pipe(
     Layer.provide(Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layer)),
     Layer.provide(configFrom({ RATES_FALLBACK: "none", COINBASE_WS_URL: "none", ...env })),
-    Layer.provide(Layer.mergeAll(cache, NodeHttpClient.layerUndici, DailyHistory.layerMemory, durableCellMemory))
+    Layer.provide(Layer.mergeAll(cache, upstreamHttp, DailyHistory.layerMemory, durableCellMemory))
   )
 
 /** The provider's whole answer: the result and until when it holds. */

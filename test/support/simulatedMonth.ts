@@ -20,7 +20,6 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Clock, Context, Duration, Effect, Exit, Layer, References, Scope } from "effect"
 import { HttpServer } from "effect/http"
 import { AppConfig } from "../../src/config/AppConfig.ts"
@@ -40,6 +39,7 @@ import { type CoinbaseEmulator, startCoinbaseEmulator } from "../emulators/coinb
 import { startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { configFrom, type Env } from "./config.ts"
 import { coinGeckoAlone } from "../rates/helpers.ts"
+import { upstreamHttp } from "./upstream.ts"
 
 /** The landing page of issue 21: three queries, asked over and over. */
 export const LANDING_PAGE = [
@@ -184,7 +184,7 @@ export const simulateMonth = async (perMonth: number, opts: SimulationOptions): 
     OAuth.layerTest(),
     AccessLog.silent,
     RequestCounter.layerMemory
-  ).pipe(Layer.provide(NodeHttpClient.layerUndici), Layer.provideMerge(AppConfig.layer), Layer.provide(configFrom(env)))
+  ).pipe(Layer.provide(upstreamHttp), Layer.provideMerge(AppConfig.layer), Layer.provide(configFrom(env)))
   const server = ServerLive({ services, port: 0, host: "127.0.0.1", quiet: true }).pipe(
     Layer.provide(Layer.succeed(Clock.Clock)(sim.clock)),
     Layer.provide(process.env.MONTH_DEBUG ? Layer.succeed(References.MinimumLogLevel)("Debug") : Layer.empty)

@@ -33,13 +33,21 @@ export interface CoinbaseConfigShape {
   readonly feedUrl: string | undefined
   /** A pair without a tick or heartbeat this long is down: its price comes from the REST ticker. */
   readonly pairSilenceMs: number
+  /** A pair whose heartbeats name trades past its last tick read this long is down too (its ticks no longer reach us or read). */
+  readonly pairBehindMs: number
   /** A connection that says nothing this long is dead (heartbeats come every second per pair). */
   readonly feedSilenceMs: number
   /** A feed connection not open by then has failed. */
   readonly feedOpenTimeoutMs: number
-  /** First wait before reconnecting; doubles while connecting fails, up to `feedMaxRetryMs` (jittered ±20 %). */
+  /** First wait before reconnecting; doubles with each end in a row, up to `feedMaxRetryMs` (jittered). */
   readonly feedFirstRetryMs: number
   readonly feedMaxRetryMs: number
+  /** A connection that lasted this long starts the back-off over. */
+  readonly feedStableMs: number
+  /** Pairs followed while connected are gathered this long into one subscribe message. */
+  readonly feedBatchMs: number
+  /** How often an instance that does not hold the feed tells the holder every pair it follows. */
+  readonly feedAnnounceMs: number
   /** Pairs followed on the feed at most: the curated majors in USD and EUR, then those asked. */
   readonly feedMaxPairs: number
   /** How long a REST ticker's price serves while the feed is down for its pair. */
@@ -73,10 +81,14 @@ export interface CoinbaseConfigShape {
 /** The guards, fixed (see the header). */
 const coinbaseDefaults: Omit<CoinbaseConfigShape, "baseUrl" | "fallback" | "feedUrl"> = {
   pairSilenceMs: 30_000,
+  pairBehindMs: 30_000,
   feedSilenceMs: 10_000,
   feedOpenTimeoutMs: 10_000,
   feedFirstRetryMs: 1_000,
-  feedMaxRetryMs: 25_000,
+  feedMaxRetryMs: 60_000,
+  feedStableMs: 60_000,
+  feedBatchMs: 500,
+  feedAnnounceMs: 5_000,
   feedMaxPairs: 150,
   restQuoteMs: 30_000,
   restQuoteWaitMs: 1_500,

@@ -12,7 +12,8 @@
  * An answer made of live quotes is repeated for a second at most: a new tick changes it no more often.
  */
 import { Clock, Duration, Effect, Layer, Schedule, Schema } from "effect"
-import { Socket } from "effect/socket"
+import type { Socket } from "effect/socket"
+import type { Leadership } from "../../platform/leadership/Leadership.ts"
 import { recordLivePairs } from "../../observability/metrics.ts"
 import { makeCopies } from "../copies/Copies.ts"
 import type { CopyStore } from "../copies/CopyStore.ts"
@@ -22,8 +23,8 @@ import { Charge } from "../upstream.ts"
 import { change24h } from "./candles.ts"
 import { COINBASE_ATTRIBUTION, CoinbaseClient } from "./CoinbaseClient.ts"
 import { CoinbaseConfig } from "./CoinbaseConfig.ts"
-import { runFeed } from "./feed/connection.ts"
 import { makeQuoteBoard } from "./feed/quoteBoard.ts"
+import { runLiveFeed } from "./feed/relay.ts"
 import { CoinbaseProducts, majorsOf } from "./products.ts"
 
 /** How long an answer made of live quotes may be repeated: a tick changes an answer at most once a second. */
@@ -37,23 +38,32 @@ const makeLiveQuotes = (feedUrl: string) =>
     const config = yield* CoinbaseConfig
     const client = yield* CoinbaseClient
     const products = yield* CoinbaseProducts
-    const board = makeQuoteBoard({ silenceMs: config.pairSilenceMs, maxPairs: config.feedMaxPairs })
-    const feed = yield* runFeed(board, {
+    const board = makeQuoteBoard({ silenceMs: config.pairSilenceMs, behindMs: config.pairBehindMs, maxPairs: config.feedMaxPairs })
+    const feed = yield* runLiveFeed(board, {
       url: feedUrl,
       silenceMs: config.feedSilenceMs,
       openTimeoutMs: config.feedOpenTimeoutMs,
       firstRetryMs: config.feedFirstRetryMs,
-      maxRetryMs: config.feedMaxRetryMs
+      maxRetryMs: config.feedMaxRetryMs,
+      stableMs: config.feedStableMs,
+      batchMs: config.feedBatchMs,
+      announceMs: config.feedAnnounceMs
     })
-    const follow = (productIds: ReadonlyArray<string>) => {
-      const added = board.follow(productIds)
-      if (added.length > 0) feed.subscribe(added)
+    // The list the feed's refusals were made under: a new one (reloaded) may list a pair again.
+    let listOfRefusals: unknown
+    const newList = (list: unknown) => {
+      if (list === listOfRefusals) return
+      listOfRefusals = list
+      feed.forgetRefusals()
     }
 
     // The majors from start-up, as soon as the product list is held (it loads in the background).
     yield* Effect.forkScoped(Effect.flatMap(Clock.currentTimeMillis, (now) => products.list(now + config.productsRetryMs)).pipe(
       Effect.retry(Schedule.spaced(Duration.millis(config.productsRetryMs))),
-      Effect.map((list) => follow(majorsOf(list)))
+      Effect.flatMap((list) => {
+        newList(list)
+        return feed.follow(majorsOf(list))
+      })
     ))
     // The feed's state in the metrics, every few seconds.
     yield* Effect.forkScoped(Effect.flatMap(Clock.currentTimeMillis, (now) => {
@@ -83,6 +93,7 @@ const makeLiveQuotes = (feedUrl: string) =>
     const quotes = (coins: ReadonlyArray<WantedCoin>, currency: string, deadline: number) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
+        newList(yield* products.held)
         const holdsUntil = now + LIVE_HOLD_MS
         const found = new Map<string, Served<LiveQuote>>()
         const down = new Map<string, string>() // product id → coin id
@@ -91,7 +102,7 @@ const makeLiveQuotes = (feedUrl: string) =>
           if (curated === undefined || curated.id !== coin.id) continue
           const product = yield* products.productHeld(coin.symbol, currency)
           if (product === undefined) continue
-          follow([product.id])
+          yield* feed.follow([product.id])
           const live = board.quote(product.id, now)
           if (live === undefined) down.set(product.id, coin.id)
           else found.set(coin.id, { value: { price: live.price, change24h: live.change24h }, storedAt: live.observedAt, stale: false, holdsUntil })
@@ -117,8 +128,10 @@ const makeLiveQuotes = (feedUrl: string) =>
   })
 
 /**
- * Live quotes from the feed at `feedUrl`, over Node's WebSocket; needs the Coinbase client (REST
- * tickers), its config and product list, and the copies' store.
+ * Live quotes from the feed at `feedUrl`, over the WebSocket given (src/platform/upstreamHttp.ts); needs
+ * the Coinbase client (REST tickers), its config and product list, and the copies' store.
  */
-export const layer = (feedUrl: string): Layer.Layer<LiveQuotes, never, CoinbaseClient | CoinbaseConfig | CoinbaseProducts | CopyStore> =>
-  Layer.effect(LiveQuotes, makeLiveQuotes(feedUrl)).pipe(Layer.provide(Socket.layerWebSocketConstructorGlobal))
+export const layer = (
+  feedUrl: string
+): Layer.Layer<LiveQuotes, never, CoinbaseClient | CoinbaseConfig | CoinbaseProducts | CopyStore | Leadership | Socket.WebSocketConstructor> =>
+  Layer.effect(LiveQuotes, makeLiveQuotes(feedUrl))

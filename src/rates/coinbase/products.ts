@@ -70,6 +70,8 @@ export const makeProducts = (client: CoinbaseClientShape, config: CoinbaseConfig
 
     return {
       list,
+      /** The list held now (a new array once reloaded), or undefined while none is. */
+      held: Effect.flatMap(Clock.currentTimeMillis, (now) => list(now)).pipe(Effect.orElseSucceed(() => undefined)),
       /** The product quoting `base` in `quote` (any case), or undefined when Coinbase does not list it. */
       productFor: (base: string, quote: string, deadline: number): Effect.Effect<CoinbaseProduct | undefined, SourceError> =>
         Effect.map(list(deadline), (held) => lookupOf(held).get(key(base, quote))),

@@ -7,7 +7,6 @@
  */
 import { afterAll, assert, beforeAll, beforeEach, describe, it } from "@effect/vitest"
 import { randomUUID } from "node:crypto"
-import { NodeHttpClient } from "@effect/platform-node"
 import * as NodeRedis from "@effect/platform-node/NodeRedis"
 import { Context, Effect, Layer, Logger } from "effect"
 import { CoinbaseClient } from "../../../src/rates/coinbase/CoinbaseClient.ts"
@@ -18,6 +17,7 @@ import { type CoinbaseEmulator, type CoinbaseFaultMode, startCoinbaseEmulator } 
 import { coinbasePrice, DAY_MS, emulatedProducts, startOfUtcDay } from "../../emulators/coinbase-data.ts"
 import { coinbaseClient, fastGuards, products, timed } from "./support.ts"
 import { EMULATOR_NOW } from "../helpers.ts"
+import { upstreamHttp } from "../../support/upstream.ts"
 
 let emulator: CoinbaseEmulator
 const TODAY = startOfUtcDay(EMULATOR_NOW)
@@ -257,7 +257,7 @@ describe("Coinbase's public limit across instances (REDIS_URL)", () => {
   const instance = (keyPrefix: string) =>
     Layer.build(CoinbaseClient.layerRedis(keyPrefix).pipe(
       Layer.provide(CoinbaseConfig.layerWith({}).pipe(Layer.provide(configFrom({ COINBASE_BASE_URL: emulator.url })))),
-      Layer.provide(Layer.merge(NodeHttpClient.layerUndici, NodeRedis.layer({ url: redisUrl })))
+      Layer.provide(Layer.merge(upstreamHttp, NodeRedis.layer({ url: redisUrl })))
     ))
 
   it.live("two instances bursting together share one bucket of 10 a second: no 429", () =>

@@ -19,21 +19,31 @@ describe("the feed's messages", () => {
   it("reads ticks and heartbeats into numbers, and refuses what is not a price", () => {
     expect(readFeedMessage(tick("64250.12", 7, T))).toEqual({ type: "ticker", product_id: "BTC-USD", price: 64250.12, open_24h: 60000, time: T, trade_id: 7 })
     expect(readFeedMessage(beat(7, T))).toMatchObject({ type: "heartbeat", last_trade_id: 7, product_id: "BTC-USD" })
-    for (const price of ["0", "-1", "1e5", "abc", ""]) expect(readFeedMessage(tick(price, 7, T)), price).toBe("unreadable")
-    expect(readFeedMessage(JSON.stringify({ type: "ticker", product_id: "BTC-USD", price: "1", open_24h: "1", time: "yesterday", trade_id: 1 }))).toBe("unreadable")
+    for (const price of ["0", "-1", "1e5", "abc", ""]) expect(readFeedMessage(tick(price, 7, T)), price).toMatchObject({ _tag: "Unreadable", kind: "ticker.price" })
+    expect(readFeedMessage(JSON.stringify({ type: "ticker", product_id: "BTC-USD", price: "1", open_24h: "1", time: "yesterday", trade_id: 1 }))).toMatchObject({ _tag: "Unreadable", kind: "ticker.time" })
     expect(readFeedMessage(JSON.stringify({ type: "l2update", product_id: "BTC-USD" }))).toBe("ignored")
     expect(readFeedMessage("not json")).toBe("ignored")
     expect(readFeedMessage(JSON.stringify({ type: "error", message: "Failed to subscribe", reason: "FOO-USD is not a valid product" }))).toMatchObject({ type: "error" })
   })
 
-  it("subscribes a pair to the ticker and heartbeat channels", () => {
+  it("subscribes pairs to the ticker and heartbeat channels, every pair in one message", () => {
     expect(JSON.parse(subscribeMessage(["BTC-USD"]))).toEqual({ type: "subscribe", product_ids: ["BTC-USD"], channels: ["ticker", "heartbeat"] })
+    expect(JSON.parse(subscribeMessage(["BTC-USD", "ETH-EUR", "SOL-USD"])).product_ids).toEqual(["BTC-USD", "ETH-EUR", "SOL-USD"])
+  })
+
+  it("issue 32: says which field did not read; the ticker Coinbase sends on subscribing, without its trade, is skipped", () => {
+    const numeric = JSON.stringify({ type: "ticker", product_id: "BTC-USD", price: 64250.12, open_24h: 60000, time: iso(T), trade_id: 7 })
+    expect(readFeedMessage(numeric)).toMatchObject({ _tag: "Unreadable", kind: "ticker.price" })
+    expect(readFeedMessage(JSON.stringify({ type: "heartbeat", product_id: "BTC-USD", last_trade_id: "7", time: iso(T) }))).toMatchObject({ _tag: "Unreadable", kind: "heartbeat.last_trade_id" })
+    expect(readFeedMessage(JSON.stringify({ type: "ticker", product_id: "BTC-USD", price: "64250.12", open_24h: "60000.00", time: iso(T) }))).toMatchObject({ _tag: "Unreadable", kind: "ticker.trade_id" })
+    const snapshot = { type: "ticker", sequence: 5, product_id: "BTC-USD", price: "64250.12", open_24h: "60000.00", best_bid: "64250.11" }
+    expect(readFeedMessage(JSON.stringify(snapshot))).toBe("ignored")
   })
 })
 
 describe("the board of live quotes", () => {
   const board = () => {
-    const b = makeQuoteBoard({ silenceMs: 30_000, maxPairs: 3 })
+    const b = makeQuoteBoard({ silenceMs: 30_000, behindMs: 30_000, maxPairs: 3 })
     b.follow(["BTC-USD"])
     return b
   }
@@ -86,5 +96,22 @@ describe("the board of live quotes", () => {
     b.read(read(tick("63000", 7, T - 4_000)), T)
     b.read(read(tick("3000", 3, T - 1_000, "ETH-USD")), T)
     expect(b.summary(T)).toEqual({ live: 2, followed: 2, oldestAgeMs: 4_000 })
+  })
+
+  it("issue 32: heartbeats naming trades past the last tick read for 30 s make the price unknown; batched or reordered ticks do not", () => {
+    const b = board()
+    b.read(read(tick("63000", 7, T)), T)
+    // Ticks late by a few seconds (batched, reordered): still live, and live again once they come.
+    b.read(read(beat(9, T + 1_000)), T + 1_000)
+    expect(b.quote("BTC-USD", T + 20_000)?.price).toBe(63000)
+    b.read(read(tick("63100", 8, T + 1_000)), T + 25_000)
+    expect(b.quote("BTC-USD", T + 40_000), "still behind trade 9 since T + 1 s").toBeUndefined()
+    b.read(read(tick("63200", 9, T + 2_000)), T + 41_000)
+    expect(b.quote("BTC-USD", T + 41_000)?.price).toBe(63200)
+    // Ticks that no longer read while heartbeats go on: unknown after 30 s, though heard every second.
+    for (let s = 42; s <= 90; s++) b.read(read(beat(9 + s, T + s * 1_000)), T + s * 1_000)
+    expect(b.quote("BTC-USD", T + 71_000)).toBeDefined()
+    expect(b.quote("BTC-USD", T + 72_000)).toBeUndefined()
+    expect(b.summary(T + 90_000)).toMatchObject({ live: 0, followed: 1 })
   })
 })

@@ -11,7 +11,9 @@ import { Clock, Effect, Layer } from "effect"
 import { afterAll, afterEach, beforeAll } from "vitest"
 import * as CoinbaseLiveQuotes from "../../../src/rates/coinbase/liveQuotes.ts"
 import { metricsText } from "../../../src/observability/metrics.ts"
+import type { CoinbaseConfigShape } from "../../../src/rates/coinbase/CoinbaseConfig.ts"
 import { CoinbaseProducts } from "../../../src/rates/coinbase/products.ts"
+import { Leadership } from "../../../src/platform/leadership/Leadership.ts"
 import { LiveQuotes, type WantedCoin } from "../../../src/rates/ports.ts"
 import { type CoinbaseEmulator, startCoinbaseEmulator } from "../../emulators/coinbase.ts"
 import { coinbasePrice } from "../../emulators/coinbase-data.ts"
@@ -23,17 +25,29 @@ beforeAll(async () => {
   emulator = await startCoinbaseEmulator({ host: "127.0.0.1", rateLimit: false, feed: { tickEveryMs: 200, heartbeatEveryMs: 200 } })
 })
 afterAll(() => emulator.close())
-afterEach(() => {
+afterEach(async () => {
   emulator.setFeed("normal")
+  emulator.setFeedRefuses([])
+  // The test's connection is closed with its scope: the next starts with none.
+  for (let i = 0; i < 200 && emulator.stats().feed.connections > 0; i++) await new Promise((r) => setTimeout(r, 10))
   emulator.resetStats()
 })
 
-const guards = { pairSilenceMs: 1_500, feedSilenceMs: 1_000, feedFirstRetryMs: 100, feedMaxRetryMs: 400, restQuoteMs: 1_000, productsRetryMs: 200 }
+const guards = {
+  pairSilenceMs: 1_500,
+  pairBehindMs: 1_500,
+  feedSilenceMs: 1_000,
+  feedFirstRetryMs: 100,
+  feedMaxRetryMs: 400,
+  feedBatchMs: 100,
+  restQuoteMs: 1_000,
+  productsRetryMs: 200
+}
 
-const liveQuotes = () =>
+const liveQuotes = (more: Partial<CoinbaseConfigShape> = {}) =>
   Layer.unwrap(Effect.sync(() => CoinbaseLiveQuotes.layer(emulator.wsUrl))).pipe(
-    Layer.provide(CoinbaseProducts.layer),
-    Layer.provide(coinbaseClient(emulator.url, guards))
+    Layer.provide(Layer.merge(CoinbaseProducts.layer, Leadership.layerAlone)),
+    Layer.provide(coinbaseClient(emulator.url, { ...guards, ...more }))
   )
 
 const BTC: WantedCoin = { symbol: "BTC", id: "bitcoin" }
@@ -140,4 +154,65 @@ describe("live quotes from Coinbase's feed", () => {
       for (let i = 0; i < 40 && (emulator.stats().feed.byProduct["BTC-USDT"]?.subscribers ?? 0) === 0; i++) yield* Effect.sleep("50 millis")
       assert.strictEqual(emulator.stats().feed.byProduct["BTC-USDT"]?.subscribers, 1, "followed on the feed once asked")
     }).pipe(Effect.provide(liveQuotes())), 15_000)
+})
+
+describe("issue 32: the feed within Coinbase's limits", () => {
+  const majors = ["BTC-USD", "BTC-EUR", "ETH-USD", "ETH-EUR", "SOL-USD", "SOL-EUR"]
+  const subscribed = (id: string) => emulator.stats().feed.byProduct[id]?.subscribers ?? 0
+  const waitFor = (test: () => boolean, ms = 5_000) =>
+    Effect.gen(function*() {
+      for (let i = 0; i < ms / 50 && !test(); i++) yield* Effect.sleep("50 millis")
+      assert.isTrue(test(), "in time")
+    })
+
+  it.live("every pair held in one subscribe message; pairs asked later in one more message, not one a pair", () =>
+    Effect.gen(function*() {
+      yield* waitFor(() => majors.every((id) => subscribed(id) === 1))
+      assert.strictEqual(emulator.stats().feed.subscribes, 1, "the majors, all in one message")
+      const live = yield* LiveQuotes
+      yield* live.quotes(["BTC", "ETH", "SOL"].map((symbol) => ({ symbol, id: { BTC: "bitcoin", ETH: "ethereum", SOL: "solana" }[symbol]! })), "usdt", Date.now() + 2_000)
+      yield* waitFor(() => ["BTC-USDT", "ETH-USDT", "SOL-USDT"].every((id) => subscribed(id) === 1))
+      assert.strictEqual(emulator.stats().feed.subscribes, 2, "the three asked at once, in one more message")
+      assert.strictEqual(emulator.stats().feed.errors, 0)
+    }).pipe(Effect.provide(liveQuotes())), 15_000)
+
+  it.live("a pair the feed refuses (the whole message with it) is left out, the rest subscribed; it is not asked again", () =>
+    Effect.gen(function*() {
+      emulator.setFeedRefuses(["SOL-EUR"])
+      yield* waitFor(() => majors.filter((id) => id !== "SOL-EUR").every((id) => subscribed(id) === 1))
+      assert.strictEqual(subscribed("SOL-EUR"), 0)
+      assert.strictEqual(emulator.stats().feed.subscribes, 2, "refused once, then the others without it")
+      const sol = yield* askUntil([{ symbol: "SOL", id: "solana" }], "eur", (found) => found.has("solana"))
+      assert.isTrue(sol.has("solana"), "its REST ticker serves it")
+      yield* Effect.sleep("500 millis")
+      yield* LiveQuotes.use((live) => live.quotes([{ symbol: "SOL", id: "solana" }], "eur", Date.now() + 2_000))
+      assert.strictEqual(emulator.stats().feed.subscribes, 2, "not asked again (until the product list is reloaded)")
+    }).pipe(Effect.provide(liveQuotes())), 15_000)
+
+  it.live("ticks that no longer read while heartbeats go on: the price is unknown after the behind time, REST tickers serve; counted by kind", () =>
+    Effect.gen(function*() {
+      yield* askUntil([BTC], "usd", (found) => (Date.now() - ((found.get("bitcoin") as { storedAt: number } | undefined)?.storedAt ?? 0)) < 600)
+      const unreadable = () => Number(/^rates_live_feed_unreadable_total\{kind="ticker\.price"\} (\S+)$/m.exec(metricsText())?.[1] ?? 0)
+      const counted = unreadable()
+      emulator.setFeed("numeric-ticks")
+      yield* Effect.sleep(`${guards.pairBehindMs + 2 * guards.restQuoteMs + 300} millis`)
+      const before = restCalls()
+      const found = yield* LiveQuotes.use((live) => live.quotes([BTC], "usd", Date.now() + 2_000))
+      assert.isAbove(restCalls(), before, "the REST ticker was asked: the feed's price is no longer known to hold")
+      assert.isAtMost(Date.now() - found.get("bitcoin")!.storedAt, 2 * guards.restQuoteMs + 200)
+      assert.isAbove(unreadable(), counted)
+    }).pipe(Effect.provide(liveQuotes())), 15_000)
+
+  it.live("a connection cut off as soon as subscribed is reopened after a growing back-off, not every first wait", () =>
+    Effect.gen(function*() {
+      yield* waitFor(() => subscribed("BTC-USD") === 1)
+      emulator.resetStats()
+      emulator.setFeed("cut-off")
+      emulator.setFeed("disconnect")
+      yield* Effect.sleep("3000 millis")
+      const attempts = emulator.stats().feed.accepted
+      // Waits of 100, 200, 400, 800, 1600 ms (each jittered down to half): at most 8 in 3 s; every 100 ms would be 20 or more.
+      assert.isAtLeast(attempts, 3)
+      assert.isAtMost(attempts, 8)
+    }).pipe(Effect.provide(liveQuotes({ feedMaxRetryMs: 1_600 }))), 15_000)
 })

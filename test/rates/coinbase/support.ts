@@ -1,5 +1,4 @@
 /** Shared set-up of the Coinbase tests: the real Layers over Node's HTTP client, against the emulator. */
-import { NodeHttpClient } from "@effect/platform-node"
 import { Clock, Effect, Layer } from "effect"
 import { CoinbaseClient } from "../../../src/rates/coinbase/CoinbaseClient.ts"
 import { CoinbaseConfig, type CoinbaseConfigShape } from "../../../src/rates/coinbase/CoinbaseConfig.ts"
@@ -8,6 +7,7 @@ import * as CoinbaseSecondSource from "../../../src/rates/coinbase/secondSource.
 import { CopyStore } from "../../../src/rates/copies/CopyStore.ts"
 import { DailyHistory, type DailyHistoryShape } from "../../../src/rates/history/DailyHistory.ts"
 import { configFrom, type Env } from "../../support/config.ts"
+import { upstreamHttp } from "../../support/upstream.ts"
 
 /**
  * The client as production builds it, from `env` (COINBASE_BASE_URL …), with some guards replaced; its
@@ -17,7 +17,7 @@ export const coinbaseClient = (baseUrl: string, guards: Partial<CoinbaseConfigSh
   CoinbaseClient.layer.pipe(
     Layer.provideMerge(CoinbaseConfig.layerWith(guards).pipe(Layer.provide(configFrom({ COINBASE_BASE_URL: baseUrl, ...env })))),
     Layer.provideMerge(CopyStore.layerMemory()),
-    Layer.provide(NodeHttpClient.layerUndici)
+    Layer.provideMerge(upstreamHttp)
   )
 
 /** The product list as the second source holds it (products.ts), over the client in context. */

@@ -8,7 +8,7 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import { createServer } from "node:net"
-import { NodeHttpClient, NodeRedis } from "@effect/platform-node"
+import { NodeRedis } from "@effect/platform-node"
 import { afterAll, assert, beforeAll, beforeEach, describe, it } from "@effect/vitest"
 import { type Context, Effect, Layer } from "effect"
 import { Redis } from "effect/persistence"
@@ -20,6 +20,7 @@ import { planFor } from "../../../src/rates/coingecko/credits/monthlyCredits.ts"
 import { PRICES_SHARE } from "../../../src/rates/coingecko/refreshPacer.ts"
 import { layerRedis as layerSharedCell } from "../../../src/platform/durableCell/redis.ts"
 import { DailyHistory } from "../../../src/rates/history/DailyHistory.ts"
+import { upstreamHttp } from "../../support/upstream.ts"
 
 const freePort = () =>
   new Promise<number>((resolve, reject) => {
@@ -65,7 +66,7 @@ const instance = (env: Env, keyPrefix: string) =>
     // The month's credits are shared through the same Redis, as in production.
     Layer.provide(layerSharedCell(keyPrefix)),
     Layer.provideMerge(NodeRedis.layer({ url: redisUrl })),
-    Layer.provide(Layer.merge(NodeHttpClient.layerUndici, DailyHistory.layerMemory))
+    Layer.provide(Layer.merge(upstreamHttp, DailyHistory.layerMemory))
   )
 
 /** Removes a test's keys when it ends, in case this is a shared Redis (REDIS_URL). */
@@ -165,7 +166,7 @@ describe.skipIf(!canSpawnRedis && sharedRedisUrl === undefined)("CoinGecko provi
       const lonely = yield* Layer.build(
         coinGeckoAloneRedis("").pipe(Layer.provide(configFrom(healthyEnv(emulator.url))),
           Layer.provide(layerSharedCell("")),
-          Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, brokenRedis, DailyHistory.layerMemory))
+          Layer.provide(Layer.mergeAll(upstreamHttp, brokenRedis, DailyHistory.layerMemory))
         )
       )
       emulator.resetStats()

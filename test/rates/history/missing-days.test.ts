@@ -5,7 +5,6 @@
  * down serves the held days marked stale; a history that cannot be read or written never fails a
  * request the upstream can serve, and is reported once.
  */
-import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Exit, Layer, Logger, Scope } from "effect"
 import { writeFileSync } from "node:fs"
 import { join } from "node:path"
@@ -19,6 +18,7 @@ import { type MovableClock, movableClock } from "../../support/clock.ts"
 import { configFrom } from "../../support/config.ts"
 import { tempDataDir } from "../../support/spawn.ts"
 import { coinGeckoAlone, EMULATOR_NOW, fastEnv, healthyEnv } from "../helpers.ts"
+import { upstreamHttp } from "../../support/upstream.ts"
 
 let emulator: CoinGeckoEmulator
 beforeAll(async () => {
@@ -37,7 +37,7 @@ const TODAY = startOfUtcDay(EMULATOR_NOW)
 const instance = (dataDir: string, clock: MovableClock, env = healthyEnv(emulator.url), warnings: Array<string> = []) =>
   Layer.mergeAll(
     coinGeckoAlone.pipe(Layer.provide(configFrom(env)),
-      Layer.provide(Layer.mergeAll(NodeHttpClient.layerUndici, DailyHistory.layerFiles(dataDir), durableCellMemory))
+      Layer.provide(Layer.mergeAll(upstreamHttp, DailyHistory.layerFiles(dataDir), durableCellMemory))
     ),
     clock.layer,
     Logger.layer([Logger.make(({ logLevel, message }) => {

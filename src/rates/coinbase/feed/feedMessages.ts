@@ -1,9 +1,12 @@
 /**
  * What Coinbase Exchange's public WebSocket feed says, read (the `ticker` and `heartbeat` channels), and
- * what we send it. Every message is validated with Schema: a message that does not read is dropped, never
- * half used. No I/O here: connection.ts sends and reads.
+ * what we send it. Every message is validated with Schema: a message that does not read is dropped,
+ * never half used, and says which field did not read (for the metric and the one warning a kind).
+ * The ticker Coinbase sends on subscribing has come without its trade (`trade_id`, `time`, `side`,
+ * `last_size`; ../shared/reference/upstreams.md §1.10): it is a snapshot of unknown age, skipped, not an
+ * error. No I/O here: connection.ts sends and reads.
  */
-import { Exit, Schema, SchemaTransformation } from "effect"
+import { Exit, Schema, SchemaIssue, SchemaTransformation } from "effect"
 
 /** A positive decimal string as Coinbase writes prices ("64250.12"), read into a number. */
 const Price = Schema.String.check(Schema.isPattern(/^\d+(\.\d+)?$/)).pipe(
@@ -45,23 +48,55 @@ const Refusal = Schema.Struct({
   reason: Schema.optional(Schema.String)
 })
 
-const FeedMessage = Schema.Union([Ticker, Heartbeat, Subscriptions, Refusal])
-export type FeedMessage = typeof FeedMessage.Type
+const schemas = { ticker: Ticker, heartbeat: Heartbeat, subscriptions: Subscriptions, error: Refusal } as const
+type Known = keyof typeof schemas
+export type FeedMessage = (typeof schemas)[Known]["Type"]
 
-const decodeMessage = Schema.decodeUnknownExit(Schema.fromJsonString(FeedMessage))
+const decoders = {
+  ticker: Schema.decodeUnknownExit(Ticker),
+  heartbeat: Schema.decodeUnknownExit(Heartbeat),
+  subscriptions: Schema.decodeUnknownExit(Subscriptions),
+  error: Schema.decodeUnknownExit(Refusal)
+}
 
-/** Types we do not subscribe to, or do not use: skipped without a word. */
-const KNOWN = /"type"\s*:\s*"(ticker|heartbeat|subscriptions|error)"/
+const issuesOf = SchemaIssue.makeFormatterStandardSchemaV1()
 
-/** One text frame read: a message we use, `ignored` (another type), or `unreadable` (ours, but invalid). */
-export const readFeedMessage = (frame: string): FeedMessage | "ignored" | "unreadable" => {
-  if (!KNOWN.test(frame)) return "ignored"
-  const read = decodeMessage(frame)
-  return Exit.isSuccess(read) ? read.value : "unreadable"
+/** A message of ours that did not read: its type and the first field that did not (`ticker.price`). */
+export interface Unreadable {
+  readonly _tag: "Unreadable"
+  readonly kind: string
+  /** What was wrong with that field, in Schema's words. */
+  readonly detail: string
+}
+
+/**
+ * One text frame read: a message we use; `ignored` (another type, not JSON, or a ticker without its
+ * trade); or `Unreadable` (one of ours that does not read, with the field that did not).
+ */
+export const readFeedMessage = (frame: string): FeedMessage | "ignored" | Unreadable => {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(frame)
+  } catch {
+    return "ignored"
+  }
+  const type = typeof parsed === "object" && parsed !== null ? (parsed as { type?: unknown }).type : undefined
+  if (typeof type !== "string" || !Object.hasOwn(schemas, type)) return "ignored"
+  if (type === "ticker") {
+    const { time, trade_id } = parsed as { time?: unknown; trade_id?: unknown }
+    if (time === undefined && trade_id === undefined) return "ignored"
+  }
+  const read: Exit.Exit<FeedMessage, Schema.SchemaError> = decoders[type as Known](parsed)
+  if (Exit.isSuccess(read)) return read.value
+  const failure = Exit.findErrorOption(read)
+  const first = failure._tag === "Some" ? issuesOf(failure.value.issue).issues[0] : undefined
+  const field = first?.path?.map((key) => (typeof key === "object" ? String(key.key) : String(key))).join(".")
+  return { _tag: "Unreadable", kind: field === undefined || field === "" ? type : `${type}.${field}`, detail: first?.message ?? "unreadable" }
 }
 
 /** The channels we ask for: trades (price, 24 h open) and a beat a second that says a pair is alive. */
 const CHANNELS = ["ticker", "heartbeat"]
 
+/** Every pair in one message: Coinbase counts messages a second per address, not pairs. */
 export const subscribeMessage = (productIds: ReadonlyArray<string>): string =>
   JSON.stringify({ type: "subscribe", product_ids: productIds, channels: CHANNELS })

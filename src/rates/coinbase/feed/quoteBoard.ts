@@ -4,10 +4,13 @@
  * Pure state, no I/O and no clock of its own: connection.ts feeds it what it reads, liveQuotes.ts reads it.
  *
  * A pair is live while a tick or a heartbeat came within `silenceMs` (30 s), and only once a tick gave
- * its price. When a price was observed: the tick's trade time, moved on by each heartbeat naming that
- * same trade (no trade since: the price still holds then), never later than when we read it; a
- * heartbeat naming a later trade we did not read moves nothing. A closed connection makes every pair
- * down at once: the REST tickers take over without waiting out the silence.
+ * its price, and only while that price is known to hold: heartbeats naming a trade past the last tick
+ * we read for longer than `behindMs` (30 s; a tick batched or reordered catches up well within it) say
+ * the ticks no longer reach us or no longer read, and the pair is down. When a price was observed: the
+ * tick's trade time, moved on by each heartbeat naming that same trade (no trade since: the price still
+ * holds then), never later than when we read it; a heartbeat naming a later trade moves nothing. A
+ * closed connection makes every pair down at once: the REST tickers take over without waiting out the
+ * silence.
  */
 import { change24h } from "../candles.ts"
 
@@ -26,6 +29,10 @@ interface Pair {
   observedAt: number
   /** Our clock when a tick or heartbeat of it was last read; 0: not since the connection (re)opened. */
   heardAt: number
+  /** The latest trade a heartbeat named. */
+  namedTradeId: number
+  /** Our clock since when heartbeats have named a trade past `tradeId`; undefined while they do not. */
+  behindSince: number | undefined
 }
 
 export type BoardMessage =
@@ -54,6 +61,8 @@ export interface QuoteBoard {
 export interface QuoteBoardOptions {
   /** A pair without a tick or heartbeat this long is down (30 s). */
   readonly silenceMs: number
+  /** A pair whose heartbeats name trades past its last tick read this long is down (30 s). */
+  readonly behindMs: number
   /** Pairs followed at most (a subscription per pair; Coinbase's curated majors in a few currencies fit). */
   readonly maxPairs: number
 }
@@ -61,13 +70,15 @@ export interface QuoteBoardOptions {
 export const makeQuoteBoard = (options: QuoteBoardOptions): QuoteBoard => {
   const pairs = new Map<string, Pair>()
 
-  const isLive = (pair: Pair, now: number) => pair.price !== undefined && pair.heardAt > 0 && now - pair.heardAt < options.silenceMs
+  const isLive = (pair: Pair, now: number) =>
+    pair.price !== undefined && pair.heardAt > 0 && now - pair.heardAt < options.silenceMs &&
+    (pair.behindSince === undefined || now - pair.behindSince < options.behindMs)
 
   const follow = (productIds: ReadonlyArray<string>) => {
     const added: Array<string> = []
     for (const id of productIds) {
       if (pairs.has(id) || pairs.size >= options.maxPairs) continue
-      pairs.set(id, { price: undefined, open24h: undefined, tradeId: -1, observedAt: 0, heardAt: 0 })
+      pairs.set(id, { price: undefined, open24h: undefined, tradeId: -1, observedAt: 0, heardAt: 0, namedTradeId: -1, behindSince: undefined })
       added.push(id)
     }
     return added
@@ -84,8 +95,11 @@ export const makeQuoteBoard = (options: QuoteBoardOptions): QuoteBoard => {
       pair.open24h = message.open_24h
       pair.tradeId = message.trade_id
       pair.observedAt = Math.min(message.time, now)
-    } else if (message.last_trade_id === pair.tradeId) {
-      pair.observedAt = Math.max(pair.observedAt, Math.min(message.time, now))
+      if (pair.tradeId >= pair.namedTradeId) pair.behindSince = undefined
+    } else {
+      pair.namedTradeId = Math.max(pair.namedTradeId, message.last_trade_id)
+      if (message.last_trade_id === pair.tradeId) pair.observedAt = Math.max(pair.observedAt, Math.min(message.time, now))
+      if (pair.namedTradeId > pair.tradeId) pair.behindSince ??= now
     }
     return true
   }
