@@ -5,7 +5,7 @@
  * contact's, CONTRACT C5 amended); only Brevo's own verdict that the address is invalid becomes
  * invalid_email. A refusal of us (key, IP address) carries Brevo's own words.
  */
-import { Effect, Layer, Redacted, Schema } from "effect"
+import { Effect, Layer, Option, Redacted, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import {
   Newsletter,
@@ -15,7 +15,7 @@ import {
   type SubscribeOutcome
 } from "./Newsletter.ts"
 import type { BrevoSettings, CallPolicy } from "./NewsletterConfig.ts"
-import { parseJson, type ProviderAnswer, providerSubscribe, TransientFailure } from "./providerCall.ts"
+import { callProvider, parseJson, type ProviderAnswer, providerSubscribe, TransientFailure } from "./providerCall.ts"
 
 /** Brevo's error body; of `metadata` (added 2024) only the identifiers a duplicate names are read. */
 const BrevoError = Schema.Struct({
@@ -81,12 +81,46 @@ const interpret = (
   if (status === 400 && error._tag === "Some" && isInvalidEmail(error.value)) {
     return Effect.fail(new NewsletterInvalidEmail({ reason: error.value.message }))
   }
-  if (status === 429) return Effect.fail(new NewsletterUpstreamError({ reason: "brevo answered 429: rate limited" }))
-  // Brevo's words say what to fix (a key not found, an IP address to authorise, a template or list).
-  const reason = error._tag === "Some"
-    ? `brevo answered ${status} (${error.value.code}): ${error.value.message.slice(0, 300)}`
-    : `brevo answered ${status}: ${status === 401 || status === 403 ? "access refused" : "unexpected body"}`
-  return Effect.fail(new NewsletterUpstreamError({ reason }))
+  return Effect.fail(refusal(status, error))
+}
+
+/** Brevo's words say what to fix (a key not found, an IP address to authorise, a template or list). */
+const refusal = (status: number, error: Option.Option<BrevoError>): NewsletterUpstreamError =>
+  new NewsletterUpstreamError({
+    reason: status === 429
+      ? "brevo answered 429: rate limited"
+      : Option.isSome(error)
+      ? `brevo answered ${status} (${error.value.code}): ${error.value.message.slice(0, 300)}`
+      : `brevo answered ${status}: ${status === 401 || status === 403 ? "access refused" : "unexpected body"}`
+  })
+
+/** GET /account (developers.brevo.com get-account): only what the live check reports is read. */
+const BrevoAccount = Schema.Struct({ plan: Schema.Array(Schema.Struct({ type: Schema.String })) })
+const decodeAccount = Schema.decodeUnknownOption(BrevoAccount)
+
+export const accountUrl = (settings: BrevoSettings): string => `${settings.baseUrl}/account`
+
+/**
+ * One read-only call with the key (the live check): the account's plan, or Brevo's refusal in its own
+ * words. Nothing is subscribed.
+ */
+export const readAccount = (
+  settings: BrevoSettings,
+  policy: CallPolicy,
+  client: HttpClient.HttpClient
+): Effect.Effect<string, NewsletterUpstreamError> => {
+  const request = HttpClientRequest.get(accountUrl(settings)).pipe(
+    HttpClientRequest.setHeader("api-key", Redacted.value(settings.apiKey)),
+    HttpClientRequest.acceptJson
+  )
+  return callProvider("brevo", policy, client, request, ({ status, body }) => {
+    if (status >= 500) return Effect.fail(new TransientFailure({ reason: `brevo answered ${status}` }))
+    if (status !== 200) return Effect.fail(refusal(status, decodeBrevoError(parseJson(body))))
+    const account = decodeAccount(parseJson(body))
+    return Option.isSome(account)
+      ? Effect.succeed(`the key is accepted; plan ${account.value.plan.map((p) => p.type).join(", ") || "none"}`)
+      : Effect.fail(new NewsletterUpstreamError({ reason: "brevo answered 200 with a body that is not an account" }))
+  })
 }
 
 /**

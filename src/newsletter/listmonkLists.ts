@@ -34,7 +34,7 @@ const decodeMessage = Schema.decodeUnknownOption(Schema.Struct({ message: Schema
  * The lists could not be read. `variable` is what to fix; `configuration` says the value itself is
  * wrong (Listmonk answered and refused it), rather than Listmonk being out of reach.
  */
-export class ListsUnread extends Data.TaggedError("ListsUnread")<{
+class ListsUnread extends Data.TaggedError("ListsUnread")<{
   readonly variable: "LISTMONK_URL" | "LISTMONK_API_TOKEN"
   readonly problem: string
   readonly configuration: boolean
@@ -48,22 +48,25 @@ const shown = (url: string): string => {
   return u.href.replace(/\/+$/, "")
 }
 
-/** The request for every list an API user may read (the minimal form: no subscriber counts to compute). */
-const adminListsRequest = (settings: ListmonkSettings, apiUser: ListmonkApiUser) =>
-  HttpClientRequest.get(`${settings.url}/api/lists`).pipe(
-    HttpClientRequest.setUrlParams({ minimal: "true", per_page: "all" }),
-    HttpClientRequest.setHeader("authorization", `token ${apiUser.user}:${Redacted.value(apiUser.token)}`),
-    HttpClientRequest.acceptJson
-  )
+/**
+ * Every list the API user may read (the minimal form: no subscriber counts to compute), or without
+ * one the public lists.
+ */
+export const listsUrl = (settings: ListmonkSettings, apiUser: ListmonkApiUser | undefined): string =>
+  `${settings.url}${apiUser === undefined ? "/api/public/lists" : "/api/lists?minimal=true&per_page=all"}`
 
-const publicListsRequest = (settings: ListmonkSettings) =>
-  HttpClientRequest.get(`${settings.url}/api/public/lists`).pipe(HttpClientRequest.acceptJson)
+const listsRequest = (settings: ListmonkSettings, apiUser: ListmonkApiUser | undefined) => {
+  const request = HttpClientRequest.get(listsUrl(settings, apiUser)).pipe(HttpClientRequest.acceptJson)
+  return apiUser === undefined
+    ? request
+    : HttpClientRequest.setHeader(request, "authorization", `token ${apiUser.user}:${Redacted.value(apiUser.token)}`)
+}
 
 /** Reads either answer: the lists, or what to fix. */
-const interpretLists = (settings: ListmonkSettings, path: string, apiUser: ListmonkApiUser | undefined) =>
+const interpretLists = (settings: ListmonkSettings, apiUser: ListmonkApiUser | undefined) =>
 (answer: ProviderAnswer): Effect.Effect<ReadonlyArray<ListmonkList>, ListsUnread | TransientFailure> => {
   const { status, body } = answer
-  const where = `${shown(settings.url)}${path}`
+  const where = shown(listsUrl(settings, apiUser))
   if (status >= 500) return Effect.fail(new TransientFailure({ reason: `${where} answered ${status}` }))
   const said = decodeMessage(parseJson(body))
   const words = said._tag === "Some" ? `: ${said.value.message.slice(0, 200)}` : ""
@@ -112,9 +115,8 @@ export const readLists = (
   client: HttpClient.HttpClient,
   apiUser: ListmonkApiUser | undefined
 ): Effect.Effect<ReadonlyArray<ListmonkList>, ListsUnread> => {
-  const path = apiUser === undefined ? "/api/public/lists" : "/api/lists"
-  const request = apiUser === undefined ? publicListsRequest(settings) : adminListsRequest(settings, apiUser)
-  return callProvider("listmonk", policy, client, request, interpretLists(settings, path, apiUser)).pipe(
+  const request = listsRequest(settings, apiUser)
+  return callProvider("listmonk", policy, client, request, interpretLists(settings, apiUser)).pipe(
     Effect.catchTag("NewsletterUpstreamError", (error: NewsletterUpstreamError) =>
       Effect.fail(
         new ListsUnread({
