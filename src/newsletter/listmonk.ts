@@ -77,7 +77,7 @@ const checkLists = (
         })
     ),
     Effect.flatMap((lists) => {
-      const problems = listProblems(settings, lists, `the lists LISTMONK_API_USER "${apiUser.user}" may read`)
+      const problems = listProblems(settings, lists, apiUser)
       return problems.length > 0
         ? Effect.fail(new ConfigInvalid({ problems }))
         : Effect.logInfo("listmonk: every list of LISTMONK_LISTS exists and is public")

@@ -31,11 +31,10 @@ const decodePublicLists = Schema.decodeUnknownOption(PublicLists)
 const decodeMessage = Schema.decodeUnknownOption(Schema.Struct({ message: Schema.String }))
 
 /**
- * The lists could not be read. `variable` is what to fix; `configuration` says the value itself is
- * wrong (Listmonk answered and refused it), rather than Listmonk being out of reach.
+ * The lists could not be read: `problem` names the variable to fix first; `configuration` says its value
+ * is wrong (Listmonk answered and refused it), rather than Listmonk being out of reach.
  */
 class ListsUnread extends Data.TaggedError("ListsUnread")<{
-  readonly variable: "LISTMONK_URL" | "LISTMONK_API_TOKEN"
   readonly problem: string
   readonly configuration: boolean
 }> {}
@@ -78,7 +77,6 @@ const interpretLists = (settings: ListmonkSettings, apiUser: ListmonkApiUser | u
     if (Option.isSome(lists)) return Effect.succeed(lists.value)
     return Effect.fail(
       new ListsUnread({
-        variable: "LISTMONK_URL",
         problem: `LISTMONK_URL: ${where} answered 200 with a body that is not Listmonk's lists (a proxy or login page in between?)`,
         configuration: false
       })
@@ -87,7 +85,6 @@ const interpretLists = (settings: ListmonkSettings, apiUser: ListmonkApiUser | u
   if ((status === 401 || status === 403) && apiUser !== undefined) {
     return Effect.fail(
       new ListsUnread({
-        variable: "LISTMONK_API_TOKEN",
         problem: `LISTMONK_API_TOKEN: Listmonk at ${shown(settings.url)} refused LISTMONK_API_USER "${apiUser.user}" and ` +
           `this token (${status}${words}); give a Listmonk 4+ API user's name and token`,
         configuration: true
@@ -96,7 +93,6 @@ const interpretLists = (settings: ListmonkSettings, apiUser: ListmonkApiUser | u
   }
   return Effect.fail(
     new ListsUnread({
-      variable: "LISTMONK_URL",
       problem: status === 404
         ? `LISTMONK_URL: ${where} answered 404; LISTMONK_URL must be the root of Listmonk (4 or later for API users)`
         : `LISTMONK_URL: ${where} answered ${status}${words}`,
@@ -120,7 +116,6 @@ export const readLists = (
     Effect.catchTag("NewsletterUpstreamError", (error: NewsletterUpstreamError) =>
       Effect.fail(
         new ListsUnread({
-          variable: "LISTMONK_URL",
           problem: `LISTMONK_URL: Listmonk at ${shown(settings.url)} could not be read (${error.reason})`,
           configuration: false
         })
@@ -130,25 +125,28 @@ export const readLists = (
 
 /**
  * One line per locale whose list is missing or private (LISTMONK_LISTS named first), none when all
- * are fine. `readable` says whose lists were read, for the missing ones.
+ * are fine; `apiUser` is whoever read them (none: the public lists).
  */
 export const listProblems = (
   settings: ListmonkSettings,
   lists: ReadonlyArray<ListmonkList>,
-  readable: string
+  apiUser: ListmonkApiUser | undefined
 ): ReadonlyArray<string> =>
   Object.entries(settings.lists).flatMap(([locale, uuid]) => {
     const list = lists.find((l) => l.uuid.toLowerCase() === uuid)
     if (list === undefined) {
+      const among = apiUser === undefined
+        ? "the public lists (deleted, mistyped, private or archived)"
+        : `the lists LISTMONK_API_USER "${apiUser.user}" may read (deleted, mistyped, or not permitted to that user)`
       return [
-        `LISTMONK_LISTS: ${locale}:${uuid} is not among ${readable} at ${shown(settings.url)} (deleted, mistyped or ` +
-        `out of reach); Listmonk would take every ${locale} sign-up into no list`
+        `LISTMONK_LISTS: ${locale}:${uuid} is not among ${among} at ${shown(settings.url)}; Listmonk would take ` +
+        `every ${locale} sign-up into no list`
       ]
     }
     if (list.type !== "public") {
       return [
-        `LISTMONK_LISTS: ${locale}:${uuid} ("${list.name}") is a ${list.type} list; Listmonk refuses public ` +
-        `sign-ups to it: make it public or name a public list`
+        `LISTMONK_LISTS: ${locale}:${uuid} ("${list.name}") is a ${list.type} list, not open to the public ` +
+        `subscription (Listmonk 5 refuses it): make it public or name a public list`
       ]
     }
     return []

@@ -47,14 +47,13 @@ export const liveCheck = (config: NewsletterConfigShape): Effect.Effect<Readonly
         const settings = config.listmonk
         const apiUser = settings.apiUser
         const call = `GET ${pathOf(listsUrl(settings, apiUser))}`
-        const readable = apiUser === undefined ? "the public lists" : `the lists LISTMONK_API_USER "${apiUser.user}" may read`
         return [
           yield* readLists(settings, policy, client, apiUser).pipe(
             Effect.match({
               onSuccess: (lists) => {
-                const problems = listProblems(settings, lists, readable)
+                const problems = listProblems(settings, lists, apiUser)
                 return problems.length === 0
-                  ? { provider: "listmonk", call, ok: true, detail: `each list of LISTMONK_LISTS is among ${readable} (${lists.length} read)` }
+                  ? { provider: "listmonk", call, ok: true, detail: `each list of LISTMONK_LISTS is there and public (${lists.length} read)` }
                   : { provider: "listmonk", call, ok: false, detail: problems.join("; ") }
               },
               onFailure: (error) => ({ provider: "listmonk", call, ok: false, detail: error.problem })
