@@ -2,10 +2,10 @@
  * Newsletter configuration (CONTRACT C2), read from the current `ConfigProvider` so that start-up
  * reports every bad variable at once, each by name. Only the selected provider's variables are read.
  */
-import { Config, Context, Effect, Layer, type Redacted } from "effect"
+import { Config, Context, Effect, Layer, Redacted } from "effect"
 import validator from "validator"
 import { Locale as LocaleSchema } from "../api/schemas.ts"
-import type { ConfigInvalid } from "../config/ConfigInvalid.ts"
+import { ConfigInvalid } from "../config/ConfigInvalid.ts"
 import {
   checked,
   dataDir,
@@ -14,6 +14,7 @@ import {
   int,
   isProduction,
   oneOf,
+  optional,
   parsed,
   problem,
   readAll,
@@ -42,6 +43,13 @@ export interface ListmonkSettings {
   readonly url: string
   /** The public subscription endpoint takes no attributes, so each locale is its own list. */
   readonly lists: Readonly<Record<Locale, string>>
+  /** A Listmonk 4+ API user that may read the lists: with it, they are checked at start-up. */
+  readonly apiUser: ListmonkApiUser | undefined
+}
+
+export interface ListmonkApiUser {
+  readonly user: string
+  readonly token: Redacted.Redacted<string>
 }
 
 /** Time bounds for one provider call (CONTRACT C5: a provider failure is a prompt 502, never a hang). */
@@ -134,13 +142,34 @@ const brevo: Effect.Effect<BrevoSettings, ConfigInvalid> = Effect.suspend(() => 
   })
 })
 
+/** Both or neither: one without the other is a mistake, not a choice to skip the check. */
+const listmonkApiUser: Effect.Effect<ListmonkApiUser | undefined, ConfigInvalid> = Effect.flatMap(
+  readAll({
+    user: optional(Config.String("LISTMONK_API_USER").pipe(Config.map((u) => u.trim()))),
+    token: optional(secret("LISTMONK_API_TOKEN"))
+  }),
+  (read) => {
+    const user = read.user === "" ? undefined : read.user
+    const token = read.token !== undefined && Redacted.value(read.token) !== "" ? read.token : undefined
+    if (user !== undefined && token !== undefined) return Effect.succeed({ user, token })
+    if (user === undefined && token === undefined) return Effect.succeed(undefined)
+    const [missing, set] = user !== undefined ? ["LISTMONK_API_TOKEN", "LISTMONK_API_USER"] : ["LISTMONK_API_USER", "LISTMONK_API_TOKEN"]
+    return Effect.fail(
+      new ConfigInvalid({
+        problems: [`${missing}: required when ${set} is set (a Listmonk 4+ API user and its token, to check LISTMONK_LISTS at start-up); set both or neither`]
+      })
+    )
+  }
+)
+
 const listmonk: Effect.Effect<ListmonkSettings, ConfigInvalid> = Effect.suspend(() => {
   const why = "when NEWSLETTER_PROVIDER=listmonk"
   return readAll({
     url: httpUrl("LISTMONK_URL").pipe(required("LISTMONK_URL", why)),
     lists: perLocale("LISTMONK_LISTS", "a list UUID", (v) => (validator.isUUID(v) ? v.toLowerCase() : undefined)).pipe(
       required("LISTMONK_LISTS", why)
-    )
+    ),
+    apiUser: listmonkApiUser
   })
 })
 

@@ -1,10 +1,15 @@
 /**
  * Listmonk public subscription (upstreams.md §3.3, §3.6): `POST {url}/api/public/subscription`.
  * An address already on file is not an error there: its lists are updated and `has_optin` is false,
- * so the call is idempotent and reveals nothing to the caller.
+ * so the call is idempotent and reveals nothing to the caller. A list UUID Listmonk does not know gets
+ * the same 200 and subscribes to nothing, which no answer shows: so with an API user the lists are
+ * checked before the service starts (listmonkLists.ts), and without one a warning says they are not.
  */
 import { Effect, Layer, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
+import { ConfigInvalid } from "../config/ConfigInvalid.ts"
+import { StartupFailure } from "../lifecycle/StartupFailure.ts"
+import { listProblems, readLists } from "./listmonkLists.ts"
 import {
   Newsletter,
   NewsletterInvalidEmail,
@@ -45,9 +50,54 @@ const makeListmonk = (
   return Newsletter.of({ provider: "listmonk", subscribe })
 }
 
-/** Listmonk as the Newsletter, on the application's HttpClient. */
-export const layerListmonk = (settings: ListmonkSettings, policy: CallPolicy): Layer.Layer<Newsletter, never, HttpClient.HttpClient> =>
-  Layer.effect(Newsletter, Effect.map(HttpClient.HttpClient, (client) => makeListmonk(settings, policy, client)))
+/**
+ * With an API user, every list of LISTMONK_LISTS must exist and be public, or the start is refused
+ * naming the variable (as any bad configuration); Listmonk refusing the token, or out of reach within
+ * the call policy's deadline, refuses it too. Without one, a warning.
+ */
+const checkLists = (
+  settings: ListmonkSettings,
+  policy: CallPolicy,
+  client: HttpClient.HttpClient
+): Effect.Effect<void, ConfigInvalid | StartupFailure> => {
+  const apiUser = settings.apiUser
+  if (apiUser === undefined) {
+    return Effect.logWarning(
+      "LISTMONK_LISTS cannot be checked at start-up without LISTMONK_API_USER and LISTMONK_API_TOKEN: a list that is " +
+        "deleted, mistyped or private would lose its locale's sign-ups unseen; give a Listmonk 4+ API user to check them"
+    )
+  }
+  return readLists(settings, policy, client, apiUser).pipe(
+    Effect.mapError((error) =>
+      error.configuration
+        ? new ConfigInvalid({ problems: [error.problem] })
+        : new StartupFailure({
+          problem: `${error.problem}; start Listmonk or fix LISTMONK_URL (without LISTMONK_API_USER and ` +
+            "LISTMONK_API_TOKEN the lists are not checked)"
+        })
+    ),
+    Effect.flatMap((lists) => {
+      const problems = listProblems(settings, lists, apiUser)
+      return problems.length > 0
+        ? Effect.fail(new ConfigInvalid({ problems }))
+        : Effect.logInfo("listmonk: every list of LISTMONK_LISTS exists and is public")
+    })
+  )
+}
+
+/** Listmonk as the Newsletter, on the application's HttpClient, once its lists are checked. */
+export const layerListmonk = (
+  settings: ListmonkSettings,
+  policy: CallPolicy
+): Layer.Layer<Newsletter, ConfigInvalid | StartupFailure, HttpClient.HttpClient> =>
+  Layer.effect(
+    Newsletter,
+    Effect.gen(function*() {
+      const client = yield* HttpClient.HttpClient
+      yield* checkLists(settings, policy, client)
+      return makeListmonk(settings, policy, client)
+    })
+  )
 
 const interpret = (
   answer: ProviderAnswer

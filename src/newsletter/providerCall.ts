@@ -2,7 +2,7 @@
  * One HTTP exchange with a newsletter provider, bounded in time, with a bounded retry of transient
  * failures. Both providers' subscribe calls are idempotent (Brevo DOI 201/204, Listmonk's public
  * subscription updates an existing subscriber), so repeating one after a timeout or reset cannot
- * subscribe anybody twice.
+ * subscribe anybody twice; the read-only calls (Listmonk's lists, Brevo's account) are safe alike.
  */
 import { Data, Duration, Effect, Schedule } from "effect"
 import { Headers, type HttpClient, type HttpClientRequest } from "effect/http"
@@ -63,11 +63,11 @@ const exchange = (
  * at most `policy.retries` times, and gives up at `policy.deadlineMs` whatever is in flight. Whatever
  * transient failure remains becomes a `NewsletterUpstreamError`.
  */
-const withCallPolicy = <A>(
-  attempt: Effect.Effect<A, NewsletterInvalidEmail | NewsletterUpstreamError | TransientFailure>,
+const withCallPolicy = <A, E>(
+  attempt: Effect.Effect<A, E | TransientFailure>,
   policy: CallPolicy,
   onRetry: (reason: string) => Effect.Effect<void>
-): Effect.Effect<A, NewsletterInvalidEmail | NewsletterUpstreamError> =>
+): Effect.Effect<A, E | NewsletterUpstreamError> =>
   attempt.pipe(
     Effect.tapError((error) => isTransient(error) ? onRetry(error.reason) : Effect.void),
     Effect.retry({
@@ -80,10 +80,28 @@ const withCallPolicy = <A>(
       orElse: () =>
         Effect.fail(new TransientFailure({ reason: `no answer within the ${policy.deadlineMs} ms deadline` }))
     }),
-    Effect.catchTag("TransientFailure", (error) => Effect.fail(new NewsletterUpstreamError({ reason: error.reason })))
+    Effect.mapError((error) => isTransient(error) ? new NewsletterUpstreamError({ reason: error.reason }) : error)
   )
 
-const isTransient = (error: { readonly _tag: string }): error is TransientFailure => error._tag === "TransientFailure"
+/**
+ * One call to `provider`: `request` sent and its answer `interpret`ed under the call policy; a
+ * transient failure left at the end is a `NewsletterUpstreamError` saying what happened.
+ */
+export const callProvider = <A, E>(
+  provider: string,
+  policy: CallPolicy,
+  client: HttpClient.HttpClient,
+  request: HttpClientRequest.HttpClientRequest,
+  interpret: (answer: ProviderAnswer) => Effect.Effect<A, E | TransientFailure>
+): Effect.Effect<A, E | NewsletterUpstreamError> =>
+  withCallPolicy(
+    exchange(client, request, policy.attemptTimeoutMs).pipe(Effect.flatMap(interpret)),
+    policy,
+    (reason) => Effect.logDebug(`${provider} attempt failed; may retry`, reason)
+  )
+
+const isTransient = (error: unknown): error is TransientFailure =>
+  typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "TransientFailure"
 
 /** A short, secret-free description of a network failure (its code, e.g. ECONNRESET). */
 const describeCause = (cause: unknown): string => {
@@ -117,11 +135,7 @@ export const providerSubscribe = (
   request: HttpClientRequest.HttpClientRequest,
   interpret: (answer: ProviderAnswer) => Effect.Effect<SubscribeOutcome, NewsletterInvalidEmail | NewsletterUpstreamError | TransientFailure>
 ): Effect.Effect<SubscribeOutcome, NewsletterInvalidEmail | NewsletterUpstreamError> =>
-  withCallPolicy(
-    exchange(client, request, policy.attemptTimeoutMs).pipe(Effect.flatMap(interpret)),
-    policy,
-    (reason) => Effect.logDebug(`${provider} attempt failed; may retry`, reason)
-  ).pipe(
+  callProvider(provider, policy, client, request, interpret).pipe(
     Effect.tapError((error) =>
       error._tag === "NewsletterInvalidEmail"
         ? Effect.logInfo(`${provider} refused the address`, error.reason)

@@ -79,6 +79,13 @@ describe("Brevo", () => {
     expect((await subscribe(app, "again@example.com", "en")).status).toBe(200)
   })
 
+  it("answers a blocklisted contact (someone who unsubscribed) signing up again with the same 200", async () => {
+    brevo.blocklist("unsubscribed@example.com")
+    const res = await subscribe(app, "unsubscribed@example.com", "es")
+    expect(res.status).toBe(200)
+    expect(await res.json()).toEqual({ success: true })
+  })
+
   it("maps the provider's invalid-address verdict to 400 invalid_email", async () => {
     await expectProblem(await subscribe(app, "fake@example.com", "en"), 400, "invalid_email")
   })

@@ -1,12 +1,19 @@
 /**
  * Brevo emulator: `POST /v3/contacts/doubleOptinConfirmation` as documented (developers.brevo.com
- * create-doi-contact; upstreams.md §3.2):
- *   - `api-key` header checked first: 401 {"code":"unauthorized","message":"Key not found"}
+ * create-doi-contact; upstreams.md §3.2) and as Brevo is seen to answer:
+ *   - `api-key` header checked first: none → 401 {"message":"authentication not found in headers",
+ *     "code":"unauthorized"}; another → 401 {"code":"unauthorized","message":"Key not found"}
+ *   - with the account's IP blocking on (Brevo turns it on by itself after 30 days), a call from an
+ *     address not authorised → 401 "We have detected you are using an unrecognised IP address <ip>. ..."
  *   - body checked: missing_parameter for a missing field, invalid_parameter for a bad one
  *     ({"code":"invalid_parameter","message":"email is not valid"} for an invalid address);
  *     `templateId` must be one of the configured double opt-in templates, list ids must exist
+ *   - a contact on the blocklist (someone who unsubscribed) → 400, one of `BlocklistedAnswers`
  *   - 201 (empty body) for a new contact, 204 for one already known
+ *   - `GET /v3/account` → the account's details (a read-only call, for the live check)
  * Failure modes: see newsletter-kit.ts. 429 carries x-sib-ratelimit-* headers and no Retry-After, like Brevo.
+ * Controls (also `POST /__control`): `blocklist(email)` ({"blocklist": email}), `setIpBlocking(on)`
+ * ({"ipBlocking": true}); the emulator's own address is never authorised.
  *
  * Programmatic: `await startBrevoEmulator({ apiKey, listIds, doiTemplates })`.
  * Standalone:   `node test/emulators/brevo.ts --port 4102 [--api-key K] [--list-ids 7] [--templates 11,12,13,14,15]`
@@ -27,7 +34,33 @@ export interface BrevoEmulatorOptions {
   readonly doiTemplates?: ReadonlyArray<number>
   /** Addresses Brevo calls invalid although they are well-formed (compared case-insensitively). */
   readonly rejectEmails?: ReadonlyArray<string>
+  /** Contacts on the account's blocklist (unsubscribed). */
+  readonly blocklisted?: ReadonlyArray<string>
+  /** Which of Brevo's recorded answers a blocklisted contact gets (default "unableToCreate"). */
+  readonly blocklistedAnswer?: keyof typeof BlocklistedAnswers
+  /** IP blocking on from the start (default off). */
+  readonly ipBlocking?: boolean
 }
+
+/**
+ * What Brevo answered for an address it keeps as another contact or on its blocklist, as reported:
+ * the issue's wording; PipedreamHQ/pipedream#15034 (2024, with `metadata`); sendinblue/APIv3-php-library#253
+ * (2023, the double opt-in of a blocklisted contact; its tail was cut off in the report).
+ */
+export const BlocklistedAnswers = {
+  unableToCreate: { code: "invalid_parameter", message: "Unable to create contact, email is already associated with another Contact" },
+  duplicateWithMetadata: {
+    code: "duplicate_parameter",
+    message: "Unable to create contact, email is already associated with another Contact",
+    metadata: { duplicate_identifiers: ["email"] }
+  },
+  anotherUser: { code: "invalid_parameter", message: "This sms number or email address is already associated with another user." }
+} as const
+
+/** Brevo's refusal of an address outside the account's authorised IPs (wording as Brevo sends it). */
+export const unrecognisedIpMessage = (ip: string) =>
+  `We have detected you are using an unrecognised IP address ${ip}. If you performed this action make sure to add ` +
+  "the new IP address in this link: https://app.brevo.com/security/authorised_ips"
 
 export interface BrevoContact {
   readonly email: string
@@ -40,9 +73,24 @@ export interface BrevoContact {
 export interface BrevoEmulator extends Emulator {
   /** Contacts by lower-cased address (Brevo compares addresses case-insensitively). */
   readonly contacts: () => ReadonlyMap<string, BrevoContact>
+  /** Puts an address on the blocklist, as an unsubscribe does. */
+  readonly blocklist: (email: string) => void
+  readonly setIpBlocking: (on: boolean) => void
 }
 
 const DOI_PATH = "/v3/contacts/doubleOptinConfirmation"
+const ACCOUNT_PATH = "/v3/account"
+
+/** A GET /v3/account answer of a free account (developers.brevo.com get-account). */
+const account = {
+  email: "owner@landing.example",
+  firstName: "Ada",
+  lastName: "Owner",
+  companyName: "Landing Example",
+  address: { street: "1 Example Street", city: "Paris", zipCode: "75001", country: "France" },
+  plan: [{ type: "free", creditsType: "sendLimit", credits: 300 }],
+  relay: { enabled: true, data: { userName: "owner@landing.example", relay: "smtp-relay.brevo.com", port: 587 } }
+}
 
 const error = (status: number, code: string, message: string): Reply => ({ status, body: { code, message } })
 
@@ -52,12 +100,21 @@ export const startBrevoEmulator = async (options: BrevoEmulatorOptions = {}): Pr
   const templates = new Set(options.doiTemplates ?? [11, 12, 13, 14, 15])
   const rejected = new Set((options.rejectEmails ?? []).map((e) => e.toLowerCase()))
   const contacts = new Map<string, BrevoContact>()
+  const blocklisted = new Set((options.blocklisted ?? []).map((e) => e.toLowerCase()))
+  let ipBlocking = options.ipBlocking === true
 
   const handle = (request: ReceivedRequest): Reply => {
     const pathname = request.path.split("?")[0]
-    if (pathname !== DOI_PATH) return error(404, "not_found", "Invalid route")
-    if (request.method !== "POST") return error(405, "method_not_allowed", `${request.method} is not allowed`)
-    if (request.headers["api-key"] !== apiKey) return error(401, "unauthorized", "Key not found")
+    if (pathname !== DOI_PATH && pathname !== ACCOUNT_PATH) return error(404, "not_found", "Invalid route")
+    if (request.method !== (pathname === DOI_PATH ? "POST" : "GET")) {
+      return error(405, "method_not_allowed", `${request.method} is not allowed`)
+    }
+    const key = request.headers["api-key"]
+    if (key === undefined) return { status: 401, body: { message: "authentication not found in headers", code: "unauthorized" } }
+    if (key !== apiKey) return error(401, "unauthorized", "Key not found")
+    // The key names the account, whose IP settings then apply.
+    if (ipBlocking) return error(401, "unauthorized", unrecognisedIpMessage(request.remoteAddress.replace(/^::ffff:/, "")))
+    if (pathname === ACCOUNT_PATH) return { status: 200, body: account }
     const body = request.body
     if (typeof body !== "object" || body === null || Array.isArray(body)) {
       return error(400, "bad_request", "Input must be a valid JSON object")
@@ -97,9 +154,10 @@ export const startBrevoEmulator = async (options: BrevoEmulatorOptions = {}): Pr
       return error(400, "invalid_parameter", "attributes should be an object")
     }
 
-    const key = email.toLowerCase()
-    const known = contacts.get(key)
-    contacts.set(key, {
+    const address = email.toLowerCase()
+    if (blocklisted.has(address)) return { status: 400, body: BlocklistedAnswers[options.blocklistedAnswer ?? "unableToCreate"] }
+    const known = contacts.get(address)
+    contacts.set(address, {
       email,
       listIds: [...new Set([...(known?.listIds ?? []), ...(lists as Array<number>)])],
       attributes: { ...known?.attributes, ...(attributes as Record<string, unknown>) },
@@ -137,11 +195,42 @@ export const startBrevoEmulator = async (options: BrevoEmulatorOptions = {}): Pr
     }
   }
 
+  const control = (command: Record<string, unknown>): void => {
+    if (command.blocklist !== undefined) {
+      if (typeof command.blocklist !== "string") throw new Error("blocklist: expected an e-mail address")
+      blocklisted.add(command.blocklist.toLowerCase())
+    }
+    if (command.ipBlocking !== undefined) {
+      if (typeof command.ipBlocking !== "boolean") throw new Error("ipBlocking: expected true or false")
+      ipBlocking = command.ipBlocking
+    }
+  }
+
   const emulator = await startEmulator(
-    { name: "brevo", basePath: "/v3", handle, failure, resetState: () => contacts.clear() },
+    {
+      name: "brevo",
+      basePath: "/v3",
+      handle,
+      failure,
+      control,
+      // Back to the options' account: no contact, their blocklist and IP setting.
+      resetState: () => {
+        contacts.clear()
+        blocklisted.clear()
+        for (const e of options.blocklisted ?? []) blocklisted.add(e.toLowerCase())
+        ipBlocking = options.ipBlocking === true
+      }
+    },
     { ...(options.port !== undefined ? { port: options.port } : {}), ...(options.host !== undefined ? { host: options.host } : {}) }
   )
-  return { ...emulator, contacts: () => new Map(contacts) }
+  return {
+    ...emulator,
+    contacts: () => new Map(contacts),
+    blocklist: (email) => void blocklisted.add(email.toLowerCase()),
+    setIpBlocking: (on) => {
+      ipBlocking = on
+    }
+  }
 }
 
 if (import.meta.main) {

@@ -1,7 +1,7 @@
 /**
  * Shared machinery for the newsletter provider emulators (brevo.ts, listmonk.ts): a real node:http server on
  * 127.0.0.1 that records exactly what it receives and can be switched into failure modes, both from
- * code and over HTTP (`POST /__control`, `GET /__received`).
+ * code and over HTTP (`POST /__control`, `GET /__received`); each provider may add its own control commands.
  *
  * Runs under Node 24's type stripping: erasable TypeScript only, `.ts` extensions on local imports.
  */
@@ -31,6 +31,8 @@ export interface ReceivedRequest {
   readonly path: string
   /** Lower-case names, as node:http gives them. */
   readonly headers: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
+  /** The peer's address, e.g. 127.0.0.1 (what a provider's IP allowlist judges). */
+  readonly remoteAddress: string
   /** The JSON body parsed, or `undefined` when it was absent or not JSON (see `rawBody`). */
   readonly body: unknown
   readonly rawBody: string
@@ -56,6 +58,8 @@ export interface ProviderBehaviour {
   readonly failure: (mode: "500" | "503" | "429" | "401" | "403" | "html" | "garbage") => Reply
   /** Forget every contact or subscriber. */
   readonly resetState: () => void
+  /** The provider's own `POST /__control` commands (beside reset, clear and fault); throws on a bad one. */
+  readonly control?: (command: Record<string, unknown>) => void
 }
 
 export interface Emulator {
@@ -125,6 +129,7 @@ export const startEmulator = async (behaviour: ProviderBehaviour, options: Start
       method: req.method ?? "GET",
       path,
       headers: { ...req.headers },
+      remoteAddress: req.socket.remoteAddress ?? "",
       body: parseJson(rawBody),
       rawBody,
       at: new Date().toISOString()
@@ -158,6 +163,7 @@ export const startEmulator = async (behaviour: ProviderBehaviour, options: Start
       if (command.reset === true) reset()
       if (command.clear === true) received.length = 0
       if (command.fault !== undefined) setFault(command.fault as FaultMode | Fault)
+      behaviour.control?.(command)
       send(res, { status: 204 })
     } catch (error) {
       send(res, { status: 400, body: { message: error instanceof Error ? error.message : String(error) } })

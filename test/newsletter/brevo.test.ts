@@ -4,7 +4,7 @@
  */
 import { Result } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
-import { type BrevoEmulator, type FaultMode, startBrevoEmulator } from "../emulators/brevo.ts"
+import { BlocklistedAnswers, type BrevoEmulator, type FaultMode, startBrevoEmulator, unrecognisedIpMessage } from "../emulators/brevo.ts"
 import type { Env } from "../support/config.ts"
 import { validateEmail } from "../../src/newsletter/email.ts"
 import type { Locale } from "../../src/newsletter/Newsletter.ts"
@@ -98,6 +98,38 @@ describe("Brevo: failures", () => {
     expect(emulator.received()).toHaveLength(1)
   })
 
+  it.each(Object.keys(BlocklistedAnswers) as ReadonlyArray<keyof typeof BlocklistedAnswers>)(
+    "a blocklisted contact signing up again (Brevo's %s answer) → existing, like a known one, logged neutrally",
+    async (answer) => {
+      const blocking = await startBrevoEmulator({ apiKey: KEY, listIds: [7, 8], doiTemplates: Object.values(TEMPLATES), blocklistedAnswer: answer })
+      const client = await liveNewsletter(envFor(blocking.url))
+      try {
+        blocking.blocklist("Left.Once@example.com")
+        const result = await client.subscribe({ email: "Left.Once@example.com", locale: "fr" })
+        expect(result).toMatchObject({ ok: true, outcome: "existing" })
+        expect(blocking.received()).toHaveLength(1)
+        const logs = client.logs().join("\n")
+        expect(logs).toContain("L***@example.com")
+        expect(logs).not.toContain("Left.Once")
+        expect(logs).toMatch(/brevo keeps the address on file/)
+      } finally {
+        await client.dispose()
+        await blocking.close()
+      }
+    }
+  )
+
+  it("Brevo refusing our IP address (its IP blocking) → NewsletterUpstreamError with Brevo's message, logged", async () => {
+    emulator.setIpBlocking(true)
+    const result = await newsletter.subscribe({ email: "ip@example.com", locale: "es" })
+    expect(result).toMatchObject({ ok: false, tag: "NewsletterUpstreamError" })
+    if (!result.ok) expect(result.reason).toBe(`brevo answered 401 (unauthorized): ${unrecognisedIpMessage("127.0.0.1")}`)
+    expect(emulator.received()).toHaveLength(1)
+    const logs = newsletter.logs().join("\n")
+    expect(logs).toContain("unrecognised IP address 127.0.0.1")
+    expect(logs).not.toMatch(/key was refused/)
+  })
+
   it("an address Brevo's own syntax check refuses → NewsletterInvalidEmail", async () => {
     const result = await newsletter.subscribe({ email: "not-an-address", locale: "es" })
     expect(result).toMatchObject({ ok: false, tag: "NewsletterInvalidEmail" })
@@ -109,8 +141,9 @@ describe("Brevo: failures", () => {
     ["503", 1 + RETRIES, /503/],
     ["reset", 1 + RETRIES, /connection failed/],
     ["429", 1, /429.*rate limited/],
-    ["401", 1, /401.*key was refused/],
-    ["403", 1, /403.*key was refused/],
+    // Brevo's own words, not a guess at the cause (an unknown IP is a 401 too).
+    ["401", 1, /^brevo answered 401 \(unauthorized\): Key not found$/],
+    ["403", 1, /^brevo answered 403 \(permission_denied\): Your account is not allowed to use this endpoint$/],
     ["html", 1, /200/],
     ["garbage", 1, /not JSON/]
   ]

@@ -85,6 +85,31 @@ describe("NewsletterConfig", () => {
     expect(config.listmonk.lists.es).toBe("0b7e3f5c-1a2b-4c3d-8e4f-000000000001")
   })
 
+  it("listmonk: no API user by default; with LISTMONK_API_USER and LISTMONK_API_TOKEN, the token Redacted", async () => {
+    const without = await configOf(listmonk)
+    if (without.provider !== "listmonk") throw new Error("expected listmonk")
+    expect(without.listmonk.apiUser).toBeUndefined()
+    const config = await configOf({ ...listmonk, LISTMONK_API_USER: " checker ", LISTMONK_API_TOKEN: "lm-token-secret" })
+    if (config.provider !== "listmonk") throw new Error("expected listmonk")
+    expect(config.listmonk.apiUser?.user).toBe("checker")
+    expect(Redacted.value(config.listmonk.apiUser!.token)).toBe("lm-token-secret")
+    expect(JSON.stringify(config)).not.toContain("lm-token-secret")
+    expect(String(config.listmonk.apiUser?.token)).not.toContain("lm-token-secret")
+  })
+
+  it("listmonk: the API user and its token go together; the other is named", async () => {
+    expect(await problemsOf({ ...listmonk, LISTMONK_API_USER: "checker" })).toEqual([
+      expect.stringMatching(/^LISTMONK_API_TOKEN: required when LISTMONK_API_USER is set .*set both or neither$/)
+    ])
+    const problems = await problemsOf({ ...listmonk, LISTMONK_API_TOKEN: "lm-token-secret", LISTMONK_LISTS: "es:nope" })
+    expect(problems).toContainEqual(expect.stringMatching(/^LISTMONK_API_USER: required when LISTMONK_API_TOKEN is set/))
+    expect(problems).toContainEqual(expect.stringMatching(/^LISTMONK_LISTS: /))
+    expect(problems.join("\n")).not.toContain("lm-token-secret")
+    // Blank is unset.
+    const blank = await configOf({ ...listmonk, LISTMONK_API_USER: " ", LISTMONK_API_TOKEN: "" })
+    expect(blank.provider === "listmonk" && blank.listmonk.apiUser).toBeUndefined()
+  })
+
   it("listmonk: missing variables, missing locales and bad UUIDs are named", async () => {
     expect(await problemsOf({ NEWSLETTER_PROVIDER: "listmonk" })).toEqual([
       expect.stringMatching(/^LISTMONK_URL: required/),

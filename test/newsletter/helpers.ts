@@ -19,7 +19,7 @@ const liveLayer = (env: Env) =>
 export interface LiveNewsletter {
   /** The outcome, or the failure's `_tag` and `reason`, plus the elapsed milliseconds. */
   readonly subscribe: (input: SubscribeInput) => Promise<Attempt>
-  /** JSON log lines the layer emitted so far. */
+  /** JSON log lines the layer emitted so far, from its construction on. */
   readonly logs: () => ReadonlyArray<string>
   readonly dispose: () => Promise<void>
 }
@@ -34,7 +34,8 @@ export const liveNewsletter = async (env: Env): Promise<LiveNewsletter> => {
   const collector = Logger.make((options) => {
     lines.push(String(Logger.formatJson.log(options)))
   })
-  const runtime = ManagedRuntime.make(Layer.mergeAll(liveLayer(env), Logger.layer([collector])))
+  // Provided to the layer as well, so that what it logs while it is built is collected too.
+  const runtime = ManagedRuntime.make(liveLayer(env).pipe(Layer.provideMerge(Logger.layer([collector]))))
   await runtime.runPromise(Effect.void)
   return {
     subscribe: async (input) => {

@@ -3,11 +3,11 @@
  */
 import { Result } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
-import { type FaultMode, type ListmonkEmulator, startListmonkEmulator } from "../emulators/listmonk.ts"
+import { type FaultMode, type ListmonkEmulator, type ListmonkList, startListmonkEmulator } from "../emulators/listmonk.ts"
 import type { Env } from "../support/config.ts"
 import { validateEmail } from "../../src/newsletter/email.ts"
 import type { Locale } from "../../src/newsletter/Newsletter.ts"
-import { LOCALES, type LiveNewsletter, liveNewsletter } from "./helpers.ts"
+import { buildError, LOCALES, type LiveNewsletter, liveNewsletter } from "./helpers.ts"
 
 const LISTS: Record<Locale, string> = {
   es: "0b7e3f5c-1a2b-4c3d-8e4f-000000000001",
@@ -85,9 +85,9 @@ describe("Listmonk: failures", () => {
     expect(emulator.received()).toHaveLength(1)
   })
 
-  it("\"Domain is blocklisted.\" → NewsletterInvalidEmail", async () => {
+  it("\"The e-mail domain is blocklisted.\" → NewsletterInvalidEmail", async () => {
     const result = await newsletter.subscribe({ email: "someone@blocked.example", locale: "en" })
-    expect(result).toMatchObject({ ok: false, tag: "NewsletterInvalidEmail", reason: "Domain is blocklisted." })
+    expect(result).toMatchObject({ ok: false, tag: "NewsletterInvalidEmail", reason: "The e-mail domain is blocklisted." })
   })
 
   const faults: ReadonlyArray<readonly [FaultMode, number, RegExp]> = [
@@ -144,14 +144,14 @@ describe("Listmonk: failures", () => {
     }
   })
 
-  it("a list Listmonk does not have → NewsletterUpstreamError", async () => {
+  it("a list Listmonk does not have: 200 has_optin false and the address in no list, nothing to see per call", async () => {
     const partial = await startListmonkEmulator({ lists: [LISTS.es] })
     const client = await liveNewsletter(envFor(partial.url))
     try {
-      expect(await client.subscribe({ email: "x@example.com", locale: "es" })).toMatchObject({ ok: true })
-      const result = await client.subscribe({ email: "y@example.com", locale: "en" })
-      expect(result).toMatchObject({ ok: false, tag: "NewsletterUpstreamError" })
-      if (!result.ok) expect(result.reason).toMatch(/Invalid UUID/)
+      expect(await client.subscribe({ email: "x@example.com", locale: "es" })).toMatchObject({ ok: true, outcome: "pending" })
+      // Indistinguishable from an address already on file: only the start-up check can find the list missing.
+      expect(await client.subscribe({ email: "y@example.com", locale: "en" })).toMatchObject({ ok: true, outcome: "existing" })
+      expect(partial.subscribers().get("y@example.com")?.lists).toEqual([])
     } finally {
       await client.dispose()
       await partial.close()
@@ -164,5 +164,104 @@ describe("Listmonk: failures", () => {
     const logs = newsletter.logs().join("\n")
     expect(logs).toContain("P***@example.com")
     expect(logs).not.toContain("Private.Reader")
+  })
+})
+
+describe("Listmonk: the lists checked at start-up with an API user (LISTMONK_API_USER, LISTMONK_API_TOKEN)", () => {
+  const USER = { user: "checker", token: "lm-secret-token" }
+  const withUser = (url: string, extra: Env = {}) =>
+    envFor(url, { LISTMONK_API_USER: USER.user, LISTMONK_API_TOKEN: USER.token, ...extra })
+  const running: Array<ListmonkEmulator> = []
+  /** An instance holding these lists, its API user as configured unless told. */
+  const started = async (lists: ReadonlyArray<ListmonkList | string>, apiUser = USER) => {
+    const e = await startListmonkEmulator({ lists, apiUser })
+    running.push(e)
+    return e
+  }
+  afterAll(async () => {
+    await Promise.all(running.map((e) => e.close()))
+  })
+
+  it("every list there and public (whatever its opt-in): built after one GET /api/lists with the token", async () => {
+    const lm = await started([...Object.values(LISTS).slice(1), { uuid: LISTS.es, optin: "single" }])
+    expect(await buildError(withUser(lm.url))).toBeUndefined()
+    const received = lm.received()
+    expect(received).toHaveLength(1)
+    expect(received[0]).toMatchObject({ method: "GET", path: "/api/lists?minimal=true&per_page=all" })
+    expect(received[0]?.headers.authorization).toBe(`token ${USER.user}:${USER.token}`)
+  })
+
+  it("a list that does not exist: the start is refused naming LISTMONK_LISTS and the locale's entry", async () => {
+    const lm = await started(Object.values(LISTS).filter((u) => u !== LISTS.en))
+    const message = await buildError(withUser(lm.url))
+    expect(message).toMatch(/^Invalid configuration:\n/)
+    expect(message).toContain(`LISTMONK_LISTS: en:${LISTS.en} is not among the lists LISTMONK_API_USER "checker" may read`)
+    expect(message?.split("\n")).toHaveLength(2)
+    expect(message).not.toContain(USER.token)
+  })
+
+  it("a private list and a missing one: both named at once", async () => {
+    const lm = await started([LISTS.es, LISTS.en, LISTS.fr, { uuid: LISTS.it, name: "Staff", type: "private" }])
+    const message = await buildError(withUser(lm.url))
+    expect(message).toContain(`LISTMONK_LISTS: it:${LISTS.it} ("Staff") is a private list`)
+    expect(message).toContain(`LISTMONK_LISTS: pt:${LISTS.pt} is not among`)
+  })
+
+  it("an instance without any list (Listmonk answers \"data\": []): every locale named", async () => {
+    const lm = await started([])
+    const message = await buildError(withUser(lm.url))
+    for (const locale of LOCALES) expect(message).toContain(`LISTMONK_LISTS: ${locale}:${LISTS[locale]} is not among`)
+  })
+
+  it("a token Listmonk refuses: the start is refused naming LISTMONK_API_TOKEN, with Listmonk's words", async () => {
+    const lm = await started(Object.values(LISTS), { user: "checker", token: "another" })
+    const message = await buildError(withUser(lm.url))
+    expect(message).toMatch(/^Invalid configuration:\n {2}- LISTMONK_API_TOKEN: Listmonk at http:\/\/127\.0\.0\.1:\d+ refused LISTMONK_API_USER "checker" and this token \(403: invalid API credentials\)/)
+    expect(message).not.toContain(USER.token)
+  })
+
+  it.each([
+    ["503", 1 + RETRIES, /answered 503/],
+    ["hang", undefined, /within|deadline/],
+    ["html", 1, /200 with a body that is not Listmonk's lists/]
+  ] as const)("Listmonk answering %s: the start is refused naming LISTMONK_URL, within the deadline", async (mode, requests, reason) => {
+    const lm = await started(Object.values(LISTS))
+    lm.setFault(mode)
+    const began = performance.now()
+    const message = await buildError(withUser(lm.url))
+    expect(performance.now() - began).toBeLessThan(BOUND_MS)
+    expect(message).toMatch(/^LISTMONK_URL: /)
+    expect(message).toMatch(reason)
+    expect(message).toContain("start Listmonk or fix LISTMONK_URL")
+    if (requests !== undefined) expect(lm.received()).toHaveLength(requests)
+  })
+
+  it("nobody listening at LISTMONK_URL: refused promptly, naming it", async () => {
+    const gone = await startListmonkEmulator()
+    await gone.close()
+    const began = performance.now()
+    const message = await buildError(withUser(gone.url))
+    expect(performance.now() - began).toBeLessThan(BOUND_MS)
+    expect(message).toMatch(/^LISTMONK_URL: Listmonk at http:\/\/127\.0\.0\.1:\d+ could not be read \(connection failed: ECONNREFUSED\)/)
+  })
+
+  it("a 503 once is retried, and the start goes on", async () => {
+    const lm = await started(Object.values(LISTS))
+    lm.setFault({ mode: "503", times: 1 })
+    expect(await buildError(withUser(lm.url))).toBeUndefined()
+    expect(lm.received()).toHaveLength(2)
+  })
+
+  it("without an API user: built without asking Listmonk, one warning that the lists are unchecked", async () => {
+    const lm = await started([])
+    const client = await liveNewsletter(envFor(lm.url))
+    try {
+      const warnings = client.logs().filter((line) => line.includes("LISTMONK_LISTS cannot be checked"))
+      expect(warnings).toHaveLength(1)
+      expect(JSON.parse(warnings[0]!).level).toBe("WARN")
+      expect(lm.received()).toEqual([])
+    } finally {
+      await client.dispose()
+    }
   })
 })
