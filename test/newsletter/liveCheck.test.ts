@@ -2,12 +2,12 @@
  * The read-only live check (src/newsletter/liveCheck.ts) against the emulators: one call per configured
  * provider, nobody subscribed, and every refusal an `ok: false` with the provider's words, never a failure.
  */
-import { NodeHttpClient } from "@effect/platform-node"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type BrevoEmulator, startBrevoEmulator, unrecognisedIpMessage } from "../emulators/brevo.ts"
 import { type ListmonkEmulator, startListmonkEmulator } from "../emulators/listmonk.ts"
 import { configFrom, type Env } from "../support/config.ts"
+import { upstreamHttp } from "../support/upstream.ts"
 import { liveCheck } from "../../src/newsletter/liveCheck.ts"
 import { readNewsletterConfig } from "../../src/newsletter/NewsletterConfig.ts"
 
@@ -15,7 +15,7 @@ const check = (env: Env) =>
   Effect.runPromise(
     readNewsletterConfig.pipe(
       Effect.flatMap(liveCheck),
-      Effect.provide(NodeHttpClient.layerUndici),
+      Effect.provide(upstreamHttp),
       Effect.provide(configFrom({ NEWSLETTER_TIMEOUT_MS: "500", NEWSLETTER_DEADLINE_MS: "1000", ...env }))
     )
   )
