@@ -44,6 +44,8 @@ export interface FeedSink {
   readonly disconnected: () => Effect.Effect<void>
   /** Coinbase refused to subscribe the pair. */
   readonly refused: (productId: string) => Effect.Effect<void>
+  /** A message of ours that did not read (counted and logged here already): `kind` names its type and field. */
+  readonly unreadable?: (kind: string) => Effect.Effect<void>
 }
 
 /** The pairs to subscribe: all wanted now (on connecting), and each wanted later, as it comes. */
@@ -143,7 +145,10 @@ export const runFeed = (sink: FeedSink, pairs: FeedPairs, options: FeedOptions):
             if (typeof frame !== "string") continue
             const message = readFeedMessage(frame)
             if (message === "ignored") continue
-            if ("_tag" in message) yield* unreadable(message.kind, message.detail)
+            if ("_tag" in message) {
+              yield* unreadable(message.kind, message.detail)
+              if (sink.unreadable !== undefined) yield* sink.unreadable(message.kind)
+            }
             else if (message.type === "ticker" || message.type === "heartbeat") {
               read.push(message)
               if (message.type === "ticker") recordLiveTick()
