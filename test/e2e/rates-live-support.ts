@@ -50,10 +50,16 @@ export interface LiveRig {
 
 /**
  * The emulators on the real clock and `instances` services on the shipped defaults, their upstreams
- * pointed at the emulators; with `redis`, a private redis-server they all share (the Coinbase bucket and
- * the REST tickers' copies go through it).
+ * pointed at the emulators, each of `workers` processes; with `redis`, a private redis-server they all
+ * share (the Coinbase bucket, the REST tickers' copies and the feed's lease go through it).
  */
-export const startLiveRig = async (options: { readonly instances: number; readonly redis: boolean; readonly metrics?: boolean }): Promise<LiveRig> => {
+export const startLiveRig = async (options: {
+  readonly instances: number
+  readonly redis: boolean
+  readonly metrics?: boolean
+  /** Server processes per instance (WEB_CONCURRENCY; needs `redis`); 1 by default. */
+  readonly workers?: number
+}): Promise<LiveRig> => {
   const coingecko = await startCoinGeckoEmulator({ host: "127.0.0.1" })
   const coinbase = await startCoinbaseEmulator({ host: "127.0.0.1" })
   const redisPort = options.redis ? await freePort() : undefined
@@ -77,6 +83,7 @@ export const startLiveRig = async (options: { readonly instances: number; readon
         TRUST_PROXY: "true",
         RATE_LIMIT_RATES_PER_MIN: "1000000",
         ...(redisPort === undefined ? {} : { REDIS_URL: `redis://127.0.0.1:${redisPort}` }),
+        ...(options.workers === undefined ? {} : { WEB_CONCURRENCY: String(options.workers) }),
         ...(options.metrics === true ? { METRICS_PORT: String(metricsPorts[i]) } : {})
       }, 30_000))
     }
