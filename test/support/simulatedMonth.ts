@@ -156,8 +156,13 @@ interface Rate {
   readonly sources: { readonly price: string }
 }
 
-/** The Coinbase emulator on the simulation's clock: its feed publishes only when told (each step). */
-const startCoinbase = () => startCoinbaseEmulator({ host: "127.0.0.1", now: MONTH_START, rateLimit: false, feed: { tickEveryMs: 3_600_000, heartbeatEveryMs: 3_600_000 } })
+/**
+ * The Coinbase emulator on the simulation's clock: its feed publishes only when told (each step). No trade
+ * is dropped: one trade stands for a whole step here (a minute), where the real feed's dropped message
+ * costs a second before the next trade.
+ */
+const startCoinbase = () =>
+  startCoinbaseEmulator({ host: "127.0.0.1", now: MONTH_START, rateLimit: false, feed: { tickEveryMs: 3_600_000, heartbeatEveryMs: 3_600_000, dropEvery: 0 } })
 
 export const simulateMonth = async (perMonth: number, opts: SimulationOptions): Promise<MonthResult> => {
   const emulator = await startCoinGeckoEmulator({ host: "127.0.0.1", now: MONTH_START })
