@@ -6,7 +6,7 @@
  */
 import { spawn } from "node:child_process"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type BrevoEmulator, startBrevoEmulator } from "../emulators/brevo.ts"
+import { brevoServiceEnv, type BrevoEmulator, startBrevoEmulator } from "../emulators/brevo.ts"
 import { type CoinbaseEmulator, startCoinbaseEmulator } from "../emulators/coinbase.ts"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 
@@ -33,12 +33,7 @@ const smoke = (env: Record<string, string> = {}) =>
         COINGECKO_API_KEY: "cg-key",
         COINBASE_BASE_URL: coinbase.url,
         COINBASE_WS_URL: coinbase.wsUrl,
-        NEWSLETTER_PROVIDER: "brevo",
-        BREVO_BASE_URL: brevo.url,
-        BREVO_API_KEY: "test-brevo-key",
-        BREVO_LIST_IDS: "7",
-        BREVO_DOI_TEMPLATES: "es:11,en:12,fr:13,it:14,pt:15",
-        BREVO_DOI_REDIRECT_URL: "https://www.example.com/confirmed",
+        ...brevoServiceEnv(brevo.url),
         ...env
       },
       stdio: ["ignore", "pipe", "pipe"]

@@ -4,7 +4,7 @@
  */
 import { Layer } from "effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { type BrevoEmulator, startBrevoEmulator } from "../emulators/brevo.ts"
+import { brevoServiceEnv, type BrevoEmulator, startBrevoEmulator } from "../emulators/brevo.ts"
 import { type ListmonkEmulator, startListmonkEmulator } from "../emulators/listmonk.ts"
 import * as Newsletters from "../../src/newsletter/layer.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
@@ -33,12 +33,7 @@ describe("Brevo", () => {
     brevo = await startBrevoEmulator({ host: "127.0.0.1", rejectEmails: ["fake@example.com"] })
     app = await startTestApp({
       newsletter: live({
-        NEWSLETTER_PROVIDER: "brevo",
-        BREVO_BASE_URL: brevo.url,
-        BREVO_API_KEY: "test-brevo-key",
-        BREVO_LIST_IDS: "7",
-        BREVO_DOI_TEMPLATES: "es:11,en:12,fr:13,it:14,pt:15",
-        BREVO_DOI_REDIRECT_URL: "https://www.example.com/confirmed"
+        ...brevoServiceEnv(brevo.url)
       })
     })
   })

@@ -13,7 +13,7 @@ import { readFileSync } from "node:fs"
 import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type BrevoEmulator, startBrevoEmulator } from "../emulators/brevo.ts"
+import { brevoServiceEnv, type BrevoEmulator, startBrevoEmulator } from "../emulators/brevo.ts"
 import { type CoinbaseEmulator, startCoinbaseEmulator } from "../emulators/coinbase.ts"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { type ListmonkEmulator, startListmonkEmulator } from "../emulators/listmonk.ts"
@@ -99,12 +99,7 @@ describe("issue 32 (1): every call to a provider says who it is", () => {
     resetAll()
     const service = await start({
       PUBLIC_BASE_URL: "https://api.example.com",
-      NEWSLETTER_PROVIDER: "brevo",
-      BREVO_BASE_URL: brevo.url,
-      BREVO_API_KEY: "test-brevo-key",
-      BREVO_LIST_IDS: "7",
-      BREVO_DOI_TEMPLATES: "es:11,en:12,fr:13,it:14,pt:15",
-      BREVO_DOI_REDIRECT_URL: "https://www.example.com/confirmed"
+      ...brevoServiceEnv(brevo.url)
     })
     try {
       await callEverything(service)

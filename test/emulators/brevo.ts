@@ -94,6 +94,19 @@ const account = {
 
 const error = (status: number, code: string, message: string): Reply => ({ status, body: { code, message } })
 
+/**
+ * The service's variables for an emulator with the default account (key, list 7, the double opt-in
+ * templates 11 to 15, one per locale), so that tests and the demo configure it the one way.
+ */
+export const brevoServiceEnv = (url: string, redirectUrl = "https://www.example.com/confirmed") => ({
+  NEWSLETTER_PROVIDER: "brevo",
+  BREVO_BASE_URL: url,
+  BREVO_API_KEY: "test-brevo-key",
+  BREVO_LIST_IDS: "7",
+  BREVO_DOI_TEMPLATES: "es:11,en:12,fr:13,it:14,pt:15",
+  BREVO_DOI_REDIRECT_URL: redirectUrl
+})
+
 export const startBrevoEmulator = async (options: BrevoEmulatorOptions = {}): Promise<BrevoEmulator> => {
   const apiKey = options.apiKey ?? "test-brevo-key"
   const listIds = new Set(options.listIds ?? [7])

@@ -15,7 +15,7 @@ import { mkdtempSync, writeSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { startBrevoEmulator } from "./brevo.ts"
+import { brevoServiceEnv, startBrevoEmulator } from "./brevo.ts"
 import { startCoinbaseEmulator } from "./coinbase.ts"
 import { startCoinGeckoEmulator } from "./coingecko.ts"
 
@@ -65,12 +65,7 @@ const env = {
   COINBASE_BASE_URL: coinbase.url,
   // Coinbase Exchange's public feed, live quotes (CONTRACT C2, C4 "Live quotes"): the emulator's.
   COINBASE_WS_URL: coinbase.wsUrl,
-  NEWSLETTER_PROVIDER: "brevo",
-  BREVO_BASE_URL: brevo.url,
-  BREVO_API_KEY: "test-brevo-key",
-  BREVO_LIST_IDS: "7",
-  BREVO_DOI_TEMPLATES: "es:11,en:12,fr:13,it:14,pt:15",
-  BREVO_DOI_REDIRECT_URL: `${base}/docs`
+  ...brevoServiceEnv(brevo.url, `${base}/docs`)
 }
 
 // Synchronous, so that nothing printed is lost when the process exits right after.

@@ -8,7 +8,7 @@
  */
 import { Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type BrevoEmulator, startBrevoEmulator } from "../emulators/brevo.ts"
+import { brevoServiceEnv, type BrevoEmulator, startBrevoEmulator } from "../emulators/brevo.ts"
 import { type CoinGeckoEmulator, type FaultMode as CoinGeckoFault, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { type ListmonkEmulator, startListmonkEmulator } from "../emulators/listmonk.ts"
 import type { FaultMode as NewsletterFault } from "../emulators/newsletter-kit.ts"
@@ -216,12 +216,7 @@ describeNewsletter("Brevo", async () => {
   const emulator = await startBrevoEmulator({ host: "127.0.0.1" })
   const app = await startTestApp({
     newsletter: live({
-      NEWSLETTER_PROVIDER: "brevo",
-      BREVO_BASE_URL: emulator.url,
-      BREVO_API_KEY: "test-brevo-key",
-      BREVO_LIST_IDS: "7",
-      BREVO_DOI_TEMPLATES: "es:11,en:12,fr:13,it:14,pt:15",
-      BREVO_DOI_REDIRECT_URL: "https://www.example.com/confirmed"
+      ...brevoServiceEnv(emulator.url)
     })
   })
   return {
