@@ -58,7 +58,10 @@ describe("ClientRegistry (file)", () => {
     const b = await Effect.runPromise(reg.create({ name: "B", scopes: ["subscriptions:write"] }))
     const listed = await Effect.runPromise(reg.list())
     expect(listed.map((c) => c.clientId).sort()).toEqual([a.client.clientId, b.client.clientId].sort())
-    for (const c of listed) expect(Object.keys(c).sort()).toEqual(["clientId", "createdAt", "name", "rotatedAt", "scopes", "status"])
+    for (const c of listed) {
+      expect(Object.keys(c).sort()).toEqual(["auth", "clientId", "createdAt", "name", "rotatedAt", "scopes", "status"])
+      expect(c.auth).toEqual({ method: "client_secret_basic" })
+    }
 
     const rotated = await Effect.runPromise(reg.rotate(a.client.clientId))
     expect(Redacted.value(rotated.clientSecret)).not.toBe(Redacted.value(a.clientSecret))
