@@ -13,7 +13,7 @@ import { ClientAssertionAlgorithms } from "../api/schemas.ts"
 import { Base64Url } from "./keyMaterial.ts"
 
 /** At most this many keys per client: an assertion without `kid` is tried against each key of its type. */
-export const MAX_CLIENT_KEYS = 20
+const MAX_CLIENT_KEYS = 20
 
 const common = {
   kid: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(256)),
@@ -26,8 +26,8 @@ const EcJwk = Schema.Struct({ kty: Schema.Literal("EC"), crv: Schema.Literal("P-
 const OkpJwk = Schema.Struct({ kty: Schema.Literal("OKP"), crv: Schema.Literal("Ed25519"), x: Base64Url, ...common })
 
 /** A stored public key (members other than these are dropped). */
-export const ClientJwk = Schema.Union([RsaJwk, EcJwk, OkpJwk])
-export type ClientJwk = typeof ClientJwk.Type
+const ClientJwk = Schema.Union([RsaJwk, EcJwk, OkpJwk])
+type ClientJwk = typeof ClientJwk.Type
 
 export const ClientJwks = Schema.Struct({ keys: Schema.Array(ClientJwk).check(Schema.isMinLength(1), Schema.isMaxLength(MAX_CLIENT_KEYS)) })
 export type ClientJwks = typeof ClientJwks.Type

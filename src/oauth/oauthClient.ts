@@ -2,14 +2,11 @@
  * A registered client (CONTRACT C6) as everybody but the registry sees it: no hash, no secret. The
  * registry (ClientRegistry.ts) and both of its stores (clientsFile.ts, store/clientsTable.ts) hold it.
  */
-import type { TokenEndpointAuthMethods } from "../api/schemas.ts"
 import type { ClientJwks } from "./clientKeys.ts"
 import type { Scope } from "./scopes.ts"
 
 /** Revocation is final: a revoked client never becomes active again. */
 export const ClientStatuses = ["active", "revoked"] as const
-
-export type AuthMethod = (typeof TokenEndpointAuthMethods)[number]
 
 /**
  * How a client authenticates at the token endpoint: one method per client (RFC 7591
