@@ -89,6 +89,7 @@ const CHECK_ASSERTION =
 
 /** One client authentication to attempt: whom it claims to be (for the failure limits) and how to check it. */
 interface Attempt {
+  readonly method: "client_secret_basic" | "private_key_jwt"
   readonly claimed: string | undefined
   readonly check: Effect.Effect<OAuthClient, ClientAuthFailed>
   readonly resolution: string
@@ -179,6 +180,7 @@ export class TokenEndpoint extends Context.Service<TokenEndpoint, TokenEndpointS
                     clientId: form.clientId
                   }
                   attempt = {
+                    method: "private_key_jwt",
                     claimed: claimedClient(assertion),
                     check: assertions.authenticate(assertion),
                     resolution: CHECK_ASSERTION,
@@ -227,6 +229,7 @@ export class TokenEndpoint extends Context.Service<TokenEndpoint, TokenEndpointS
                   )
                 }
                 attempt = {
+                  method: "client_secret_basic",
                   claimed: credentials.clientId,
                   check: registry.authenticate(credentials.clientId, credentials.secret),
                   resolution: CHECK_SECRET,
@@ -252,6 +255,14 @@ export class TokenEndpoint extends Context.Service<TokenEndpoint, TokenEndpointS
             const authenticated = yield* Effect.result(attempt.check)
             if (authenticated._tag === "Failure") {
               yield* limiter.recordFailure(address, attempt.claimed)
+              // The caller learns nothing of why; the operator helping an integrator does (never the assertion itself).
+              if (attempt.method === "private_key_jwt") {
+                yield* Effect.logInfo("oauth: client assertion refused").pipe(Effect.annotateLogs({
+                  reason: authenticated.failure.reason,
+                  clientId: attempt.claimed?.slice(0, 256) ?? null,
+                  clientIp: address
+                }))
+              }
               return fail(401, "invalid_client", "Client authentication failed.", attempt.resolution, {
                 reason: authenticated.failure.reason,
                 headers: { "www-authenticate": attempt.challenge }

@@ -5,7 +5,7 @@
  * limiter (the limit is 1 here: the next good assertion from that address is a 429). The secret method
  * stays the only way in for secret clients, and the reverse.
  */
-import { Effect } from "effect"
+import { Effect, Logger, References } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { TokenErrorBody } from "../../src/api/tokenResponse.ts"
 import { TokenEndpoint } from "../../src/oauth/TokenEndpoint.ts"
@@ -225,6 +225,19 @@ describe("private_key_jwt: each refusal is invalid_client, counted by the failur
       expect((await handle(assertionForm(await sign(published, clientId)), { address, on: production })).status).toBe(429)
     }
     expect(jwksServer.fetches()).toBe(before)
+  })
+
+  it("the service logs why (never the assertion): the operator helping an integrator can tell", async () => {
+    const lines: Array<{ message: unknown; annotations: Record<string, unknown> }> = []
+    const capture = Logger.layer([Logger.make((options) =>
+      lines.push({ message: options.message, annotations: { ...options.fiber.getRef(References.CurrentLogAnnotations) } }))])
+    const assertion = await sign(ec, "pk-inline", { aud: "https://other.example" })
+    await runtime.runPromise(Effect.flatMap(TokenEndpoint, (endpoint) =>
+      endpoint.handle({ authorization: undefined, contentType: FORM, body: assertionForm(assertion), clientIp: nextAddress() })).pipe(Effect.provide(capture)))
+    expect(lines.map((l) => [l.message, l.annotations])).toEqual([
+      [["oauth: client assertion refused"], { reason: "audience", clientId: "pk-inline", clientIp: expect.any(String) }]
+    ])
+    expect(JSON.stringify(lines)).not.toContain(assertion.split(".")[2])
   })
 
   it("every refused assertion got the same body, whatever the check", () => {
