@@ -8,6 +8,8 @@ import { BlockList } from "node:net"
 import { Effect, Exit } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type AddressPolicy, checkedTarget } from "../../src/oauth/jwksUri/addressPolicy.ts"
+import { readOAuthConfig } from "../../src/oauth/OAuthConfig.ts"
+import { configFrom } from "../support/config.ts"
 import { allowedNetworks } from "../../src/oauth/jwksUri/RemoteJwks.ts"
 import { TokenEndpoint } from "../../src/oauth/TokenEndpoint.ts"
 import { assertionFor, assertionForm, type ClientKey, jwksOf, makeKey, serveJwks } from "./assertionKit.ts"
@@ -54,6 +56,26 @@ describe("jwks_uri address policy", () => {
     expect((await verdict("https://localhost/k", resolving(["127.0.0.1"]))).refused).toMatch(/resolves to 127.0.0.1/)
     const failing: AddressPolicy = { ...production, resolve: () => Promise.reject(new Error("ENOTFOUND")) }
     expect((await verdict("https://nowhere.example/k", failing)).refused).toMatch(/does not resolve/)
+  })
+})
+
+describe("OAUTH_JWKS_URI_ALLOWED_NETWORKS", () => {
+  const read = (env: Record<string, string>) => Effect.runPromiseExit(readOAuthConfig.pipe(Effect.provide(configFrom(env))))
+  const production = { APP_ENV: "production", OAUTH_SECRET_PEPPER: "p".repeat(40), DATABASE_URL: "postgres://db.example/x" }
+
+  it("defaults to none in production and to every network elsewhere; takes CIDRs, bare addresses or none", async () => {
+    expect(await read(production)).toMatchObject({ _tag: "Success", value: { jwksUriAllowedNetworks: [] } })
+    expect(await read({})).toMatchObject({ _tag: "Success", value: { jwksUriAllowedNetworks: "all" } })
+    expect(await read({ ...production, OAUTH_JWKS_URI_ALLOWED_NETWORKS: "10.20.0.0/16, 192.168.1.7,fd00::/8" }))
+      .toMatchObject({ value: { jwksUriAllowedNetworks: ["10.20.0.0/16", "192.168.1.7/32", "fd00::/8"] } })
+    expect(await read({ OAUTH_JWKS_URI_ALLOWED_NETWORKS: "none" })).toMatchObject({ value: { jwksUriAllowedNetworks: [] } })
+  })
+
+  it("names the variable and the bad entry", async () => {
+    const exit = await read({ OAUTH_JWKS_URI_ALLOWED_NETWORKS: "10.0.0.0/8,10.0.0.1/40" })
+    expect(Exit.isFailure(exit)).toBe(true)
+    expect(JSON.stringify(exit)).toContain('OAUTH_JWKS_URI_ALLOWED_NETWORKS: expected \\"none\\" or a comma list of CIDRs')
+    expect(JSON.stringify(exit)).toContain("10.0.0.1/40")
   })
 })
 
