@@ -15,7 +15,8 @@
  *   npm run bench -- --month-real [--minutes 10]       the same traffic on a real clock against `npm start` (monthRealMode.ts)
  *   npm run bench -- --way [--root DIR]                the files, cross-file hops and back and forth of one cold rates request (wayMode.ts)
  *   npm run bench -- --token [--root DIR] [--runs N]   POST /oauth/token: a secret client, a private_key_jwt client, and
- *                                                      both alternated (tokenMode.ts; --root: another checkout's service)
+ *                                                      both alternated (tokenMode.ts; --root: another checkout's service;
+ *                                                      --compare DIR: the secret method here and there, in turn)
  *
  * Options: --duration S (10)  --warmup S (2)  --connections N (32)  --threads N (1)
  *          --scenarios health,rates,invalid,malformed,notfound,method (all)  --requests N  --cpu-prof

@@ -1,9 +1,12 @@
 /**
  * `npm run bench -- --token [--root DIR] [--runs 3] [--duration 10] [--alg ES256]` (issue 34): POST /oauth/token
  * for a client_secret_basic client and a private_key_jwt client, each alone and alternated (one request of
- * each in turn), on the service as `npm start` starts it (from the checkout at DIR: default this one; the
- * base checkout of a branch measures the secret method before the change, and a checkout without
- * private_key_jwt is measured for the secret method alone).
+ * each in turn), on the service as `npm start` starts it (from the checkout at DIR: default this one; a
+ * checkout without private_key_jwt is measured for the secret method alone).
+ *
+ * `--compare DIR`: the secret method on this checkout (A) and the one at DIR (B, e.g. the commit a branch
+ * started from), both services up, measured in turn A B, B A, ...: on a shared machine a drift of load hits
+ * both alike, which separate invocations cannot promise. Prints the ratio A / B of req/s and CPU per request.
  *
  * wrk cannot sign a JWT, and an assertion is accepted once (its jti): each run that needs assertions gets a
  * pool of distinct ones signed beforehand (`--alg`, default ES256; aud the issuer, exp 5 minutes ahead, a
@@ -39,6 +42,8 @@ interface TokenOptions {
   readonly alg: Alg
   readonly pool: number
   readonly out: string
+  /** Another checkout: the secret method on both services, measured in turn. */
+  readonly compare: string | undefined
 }
 
 const parse = (argv: ReadonlyArray<string>): TokenOptions => {
@@ -62,7 +67,8 @@ const parse = (argv: ReadonlyArray<string>): TokenOptions => {
     connections: int("connections", 32),
     alg,
     pool: int("pool", 60_000),
-    out: resolve(ROOT, value("out") ?? "bench-results")
+    out: resolve(ROOT, value("out") ?? "bench-results"),
+    compare: value("compare") === undefined ? undefined : resolve(value("compare")!)
   }
 }
 
@@ -139,6 +145,31 @@ const startService = async (root: string, dataDir: string, cpus: string | undefi
 
 const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
 
+interface Target {
+  readonly root: string
+  readonly service: Awaited<ReturnType<typeof startService>>
+  /** The secret client's Authorization header. */
+  readonly basic: string
+  /** The key client's id; `undefined` when the checkout has no private_key_jwt. */
+  readonly keyClient: string | undefined
+}
+
+type Measured = WrkResult & { readonly cpuUsPerRequest: number }
+
+const summarise = (runs: ReadonlyArray<Measured>) => {
+  const rps = runs.map((r) => r.rps)
+  return {
+    rps: { min: Math.min(...rps), median: median(rps), max: Math.max(...rps), runs: rps },
+    p50Ms: median(runs.map((r) => r.latencyMs.p50)),
+    p99Ms: median(runs.map((r) => r.latencyMs.p99)),
+    cpuUsPerRequest: median(runs.map((r) => r.cpuUsPerRequest))
+  }
+}
+
+const line = (name: string, s: ReturnType<typeof summarise>, note = "") =>
+  `${pad(name, 22)} ${lpad(fmtInt(s.rps.min), 10)} ${lpad(fmtInt(s.rps.median), 8)} ${lpad(fmtInt(s.rps.max), 8)}  ${lpad(String(s.p50Ms), 6)}  ${lpad(String(s.p99Ms), 7)}  ${lpad(String(s.cpuUsPerRequest), 10)}${note}\n`
+const HEADER = `\n${pad("", 22)} ${lpad("req/s min", 10)} ${lpad("median", 8)} ${lpad("max", 8)}  p50 ms   p99 ms  CPU µs/req\n`
+
 export const runTokenMode = async (argv: ReadonlyArray<string>) => {
   const opts = parse(argv)
   const pin = hasTaskset() && availableParallelism() >= 2
@@ -146,80 +177,98 @@ export const runTokenMode = async (argv: ReadonlyArray<string>) => {
   const wrkOptions = { connections: opts.connections, threads: 1, loadCpus: pin ? (availableParallelism() > 2 ? `1-${availableParallelism() - 1}` : "1") : undefined }
   const tmp = mkdtempSync(join(tmpdir(), "bench-token-"))
   cleanups.push(() => rmSync(tmp, { recursive: true, force: true }))
-  const dataDir = join(tmp, "data")
-
-  const secret = clientsCli(opts.root, dataDir, ["create", "--name", "bench secret", "--scope", "rates:read"])!
-  const basic = `Basic ${Buffer.from(`${secret.client_id}:${secret.client_secret}`).toString("base64")}`
   const { privateKey, publicKey } = await jose.generateKeyPair(opts.alg === "EdDSA" ? "Ed25519" : opts.alg, { extractable: true })
   const jwksFile = join(tmp, "jwks.json")
   writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...(await jose.exportJWK(publicKey)), kid: "bench-key", use: "sig" }] }))
-  const keyed = clientsCli(opts.root, dataDir, ["create", "--name", "bench key", "--scope", "rates:read", "--jwks-file", jwksFile])
-  const scenarios: ReadonlyArray<Scenario> = keyed === undefined ? ["secret"] : ["secret", "private_key_jwt", "alternated"]
 
-  const service = await startService(opts.root, dataDir, serverCpus)
-  cleanups.push(() => void stopChild(service.child))
-  process.stdout.write(
-    `bench --token: service of ${opts.root} (pid ${service.child.pid}, CPU ${serverCpus ?? "any"}), wrk on CPU ${wrkOptions.loadCpus ?? "any"}, ` +
-      `${opts.connections} connections, ${opts.runs} runs of ${opts.duration} s (warm-up ${opts.warmup} s), assertions ${opts.alg}` +
-      `${keyed === undefined ? "; this checkout has no private_key_jwt: the secret method alone" : ""}\n`
-  )
+  /** A checkout's service on a DATA_DIR of its own, with a secret client and (when it can) a key client. */
+  const prepare = async (root: string): Promise<Target> => {
+    const dataDir = mkdtempSync(join(tmp, "data-"))
+    const secret = clientsCli(root, dataDir, ["create", "--name", "bench secret", "--scope", "rates:read"])!
+    const keyed = clientsCli(root, dataDir, ["create", "--name", "bench key", "--scope", "rates:read", "--jwks-file", jwksFile])
+    const service = await startService(root, dataDir, serverCpus)
+    cleanups.push(() => void stopChild(service.child))
+    return { root, service, basic: `Basic ${Buffer.from(`${secret.client_id}:${secret.client_secret}`).toString("base64")}`, keyClient: keyed?.client_id }
+  }
 
-  const results = new Map<Scenario, Array<WrkResult & { cpuUsPerRequest: number }>>(scenarios.map((s) => [s, []]))
-  const measure = async (scenario: Scenario, seconds: number, measured: boolean) => {
+  const measure = async (target: Target, scenario: Scenario, seconds: number, measured: boolean): Promise<Measured> => {
+    const { service } = target
     let poolFile: string | undefined
+    const poolSize = measured ? opts.pool : Math.ceil(opts.pool / 4)
     if (scenario !== "secret") {
       poolFile = join(tmp, `pool-${randomUUID()}.txt`)
-      await signPool(privateKey, "bench-key", opts.alg, keyed!.client_id!, service.issuer, measured ? opts.pool : Math.ceil(opts.pool / 4), poolFile)
+      await signPool(privateKey, "bench-key", opts.alg, target.keyClient!, service.issuer, poolSize, poolFile)
     }
     const file = join(tmp, `${scenario}.lua`)
-    writeFileSync(file, script(scenario, basic, poolFile))
+    writeFileSync(file, script(scenario, target.basic, poolFile))
     const cpu0 = cpuMs(service.child.pid!) ?? 0
     const result = await runScript(wrkOptions, file, `http://${HOST}:${service.port}/oauth/token`, seconds)
     const cpu = (cpuMs(service.child.pid!) ?? 0) - cpu0
     if (poolFile !== undefined) rmSync(poolFile)
     const assertionsSent = scenario === "alternated" ? Math.floor(result.requests / 2) : scenario === "private_key_jwt" ? result.requests : 0
     if (result.errors.status > 0 || result.errors.timeout > 0) {
-      const hint = assertionsSent > (measured ? opts.pool : opts.pool / 4) ? `: the pool of ${opts.pool} assertions was used up, raise --pool` : ""
+      const hint = assertionsSent > poolSize ? `: the pool of ${poolSize} assertions was used up, raise --pool` : ""
       fail(`${scenario}: ${result.errors.status} answers were not 200, ${result.errors.timeout} timed out${hint}`)
     }
     return { ...result, cpuUsPerRequest: round((cpu * 1000) / Math.max(1, result.requests), 1) }
   }
+  const report = (label: string, run: number, result: Measured) =>
+    process.stdout.write(`  run ${run + 1} ${pad(label, 22)} ${lpad(fmtInt(result.rps), 7)} req/s  p50 ${result.latencyMs.p50} ms  p99 ${result.latencyMs.p99} ms  ${result.cpuUsPerRequest} µs CPU/req\n`)
+  const settings = `${opts.connections} connections, ${opts.runs} runs of ${opts.duration} s (warm-up ${opts.warmup} s), server on CPU ${serverCpus ?? "any"}, wrk on CPU ${wrkOptions.loadCpus ?? "any"}`
+  const stamp = new Date().toISOString().replace(/\.\d+Z$/, "Z").replaceAll(":", "-")
+  mkdirSync(opts.out, { recursive: true })
 
-  for (const scenario of scenarios) await measure(scenario, opts.warmup, false)
+  if (opts.compare !== undefined) {
+    // The secret method on two checkouts, both running, measured in turn (A B B A ...): one drift, both sides.
+    const [a, b] = [await prepare(ROOT), await prepare(opts.compare)]
+    process.stdout.write(`bench --token --compare: client_secret_basic on ${a.root} (A) and ${b.root} (B); ${settings}\n`)
+    const runs = { a: [] as Array<Measured>, b: [] as Array<Measured> }
+    for (const target of [a, b]) await measure(target, "secret", opts.warmup, false)
+    for (let run = 0; run < opts.runs; run++) {
+      for (const side of run % 2 === 0 ? (["a", "b"] as const) : (["b", "a"] as const)) {
+        const result = await measure(side === "a" ? a : b, "secret", opts.duration, true)
+        runs[side].push(result)
+        report(`secret ${side.toUpperCase()}`, run, result)
+      }
+    }
+    const [sa, sb] = [summarise(runs.a), summarise(runs.b)]
+    process.stdout.write(HEADER + line("secret A (this)", sa) + line("secret B (compared)", sb))
+    // Each run's A and B were measured back to back: the median of their ratios is what drift disturbs least.
+    const paired = (f: (m: Measured) => number) => round(median(runs.a.map((m, i) => f(m) / f(runs.b[i]!))), 3)
+    process.stdout.write(
+      `A / B, median of the ${opts.runs} back-to-back pairs: req/s ${paired((m) => m.rps)}, CPU per request ${paired((m) => m.cpuUsPerRequest)} ` +
+        `(medians of all runs: ${round(sa.rps.median / sb.rps.median, 3)}, ${round(sa.cpuUsPerRequest / sb.cpuUsPerRequest, 3)})\n`
+    )
+    const file = join(opts.out, `token-compare-${stamp}.json`)
+    writeFileSync(file, JSON.stringify({ a: { root: a.root, ...sa, runs: runs.a }, b: { root: b.root, ...sb, runs: runs.b } }, null, 2))
+    process.stdout.write(`\nresults: ${file}\n`)
+    return
+  }
+
+  const target = await prepare(opts.root)
+  const scenarios: ReadonlyArray<Scenario> = target.keyClient === undefined ? ["secret"] : ["secret", "private_key_jwt", "alternated"]
+  process.stdout.write(
+    `bench --token: service of ${opts.root}; ${settings}; assertions ${opts.alg}` +
+      `${target.keyClient === undefined ? "; this checkout has no private_key_jwt: the secret method alone" : ""}\n`
+  )
+  const results = new Map<Scenario, Array<Measured>>(scenarios.map((s) => [s, []]))
+  for (const scenario of scenarios) await measure(target, scenario, opts.warmup, false)
   for (let run = 0; run < opts.runs; run++) {
     // The order turns from run to run, so that a drifting load favours no scenario.
     const order = scenarios.map((_, i) => scenarios[(i + run) % scenarios.length]!)
     for (const scenario of order) {
-      const result = await measure(scenario, opts.duration, true)
+      const result = await measure(target, scenario, opts.duration, true)
       results.get(scenario)!.push(result)
-      process.stdout.write(`  run ${run + 1} ${pad(scenario, 16)} ${lpad(fmtInt(result.rps), 7)} req/s  p50 ${result.latencyMs.p50} ms  p99 ${result.latencyMs.p99} ms  ${result.cpuUsPerRequest} µs CPU/req\n`)
+      report(scenario, run, result)
     }
   }
-
-  const summary = scenarios.map((scenario) => {
-    const runs = results.get(scenario)!
-    const rps = runs.map((r) => r.rps)
-    return {
-      scenario,
-      rps: { min: Math.min(...rps), median: median(rps), max: Math.max(...rps), runs: rps },
-      // Alternated: half the requests are each method's.
-      perMethodRps: scenario === "alternated" ? round(median(rps) / 2, 1) : undefined,
-      p50Ms: median(runs.map((r) => r.latencyMs.p50)),
-      p99Ms: median(runs.map((r) => r.latencyMs.p99)),
-      cpuUsPerRequest: median(runs.map((r) => r.cpuUsPerRequest))
-    }
-  })
-  process.stdout.write(`\n${pad("scenario", 16)} ${lpad("req/s min", 10)} ${lpad("median", 8)} ${lpad("max", 8)}  p50 ms  p99 ms  CPU µs/req\n`)
+  const summary = scenarios.map((scenario) => ({ scenario, ...summarise(results.get(scenario)!) }))
+  process.stdout.write(HEADER)
   for (const s of summary) {
-    process.stdout.write(
-      `${pad(s.scenario, 16)} ${lpad(fmtInt(s.rps.min), 10)} ${lpad(fmtInt(s.rps.median), 8)} ${lpad(fmtInt(s.rps.max), 8)}  ${lpad(String(s.p50Ms), 6)}  ${lpad(String(s.p99Ms), 6)}  ${lpad(String(s.cpuUsPerRequest), 10)}` +
-        `${s.perMethodRps === undefined ? "" : `   (each method ${fmtInt(s.perMethodRps)} req/s)`}\n`
-    )
+    // Alternated: half the requests are each method's.
+    process.stdout.write(line(s.scenario, s, s.scenario === "alternated" ? `   (each method ${fmtInt(s.rps.median / 2)} req/s)` : ""))
   }
-  mkdirSync(opts.out, { recursive: true })
-  const stamp = new Date().toISOString().replace(/\.\d+Z$/, "Z").replaceAll(":", "-")
   const file = join(opts.out, `token-${stamp}.json`)
   writeFileSync(file, JSON.stringify({ root: opts.root, alg: opts.alg, connections: opts.connections, duration: opts.duration, summary, runs: Object.fromEntries(results) }, null, 2))
   process.stdout.write(`\nresults: ${file}\n`)
-  await stopChild(service.child)
 }
