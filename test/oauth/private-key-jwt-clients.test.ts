@@ -99,3 +99,14 @@ it("discovery lists both methods and the assertion algorithms", async () => {
   expect(metadata.token_endpoint_auth_methods_supported).toEqual(["client_secret_basic", "private_key_jwt"])
   expect(metadata.token_endpoint_auth_signing_alg_values_supported).toEqual(["RS256", "PS256", "ES256", "EdDSA", "Ed25519"])
 })
+
+it("the OpenAPI document describes the assertion form fields and both ways to authenticate", async () => {
+  const spec = await (await fetch(`${app.url}/openapi.json`)).json()
+  const operation = spec.paths["/oauth/token"].post
+  const schema = operation.requestBody.content["application/x-www-form-urlencoded"].schema
+  const resolved = schema.$ref === undefined ? schema : spec.components.schemas[schema.$ref.split("/").pop()]
+  expect(Object.keys(resolved.properties)).toEqual(["grant_type", "scope", "client_id", "client_assertion_type", "client_assertion"])
+  expect(JSON.stringify(resolved.properties.client_assertion_type)).toContain("urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
+  expect(operation.security).toEqual([{ basicClient: [] }, {}])
+  expect(operation.description).toContain("private_key_jwt")
+})
