@@ -104,6 +104,16 @@ describe("private_key_jwt: accepted", () => {
     expect(await statusOf(assertionForm(await sign(ec, "pk-inline", {}, { kid: undefined })))).toBe(200)
   })
 
+  it("finds the key without kid among several of its type (each tried), and refuses when none verifies", async () => {
+    const [first, second] = [await makeKey("ES256"), await makeKey("ES256")]
+    await runtime.runPromise(Effect.flatMap(ClientRegistry, (r) =>
+      r.createWithKeys({ name: "Two EC", clientId: "pk-two-ec", scopes: ["rates:read"], keys: { jwks: jwksOf(first, second) } })))
+    expect(await statusOf(assertionForm(await sign(second, "pk-two-ec", {}, { kid: undefined })))).toBe(200)
+    expect(await statusOf(assertionForm(await sign(first, "pk-two-ec", {}, { kid: undefined })))).toBe(200)
+    const refused = await handle(assertionForm(await sign(stranger, "pk-two-ec", {}, { kid: undefined })))
+    expect(refused.outcome).toMatchObject({ result: "invalid_client", reason: "bad_signature" })
+  })
+
   it("tolerates 60 s of clock skew: exp 50 s passed, iat 50 s ahead, exp 5 min ahead of a clock 50 s fast", async () => {
     const now = nowSeconds()
     expect(await statusOf(assertionForm(await sign(ec, "pk-inline", { exp: now - 50, iat: now - 100 })))).toBe(200)

@@ -110,20 +110,37 @@ const make = Effect.gen(function*() {
   const decoyVerify = (assertion: string, alg: string) =>
     Effect.promise(() => decoyFor(alg).then((key) => jose.compactVerify(assertion, key, { algorithms: [alg] })).catch(() => undefined))
 
-  const verifyWith = (assertion: string, subject: string, select: jose.JWTVerifyGetKey, now: number) =>
-    Effect.tryPromise({
-      try: () =>
-        jose.jwtVerify(assertion, select, {
-          algorithms: [...algorithms],
-          issuer: subject,
-          subject,
-          audience: [...audiences],
-          clockTolerance: ASSERTION_SKEW_SECONDS,
-          requiredClaims: REQUIRED_CLAIMS,
-          currentDate: new Date(now)
-        }),
+  const verifyWith = (assertion: string, subject: string, select: jose.JWTVerifyGetKey, now: number) => {
+    const options: jose.JWTVerifyOptions = {
+      algorithms: [...algorithms],
+      issuer: subject,
+      subject,
+      audience: [...audiences],
+      clockTolerance: ASSERTION_SKEW_SECONDS,
+      requiredClaims: REQUIRED_CLAIMS,
+      currentDate: new Date(now)
+    }
+    return Effect.tryPromise({
+      try: async () => {
+        try {
+          return await jose.jwtVerify(assertion, select, options)
+        } catch (error) {
+          // No kid, several keys of the type: jose hands the candidates over; the first that verifies is the key.
+          if (!(error instanceof jose.errors.JWKSMultipleMatchingKeys)) throw error
+          let last: unknown = new jose.errors.JWSSignatureVerificationFailed()
+          for await (const key of error as unknown as AsyncIterable<CryptoKey>) {
+            try {
+              return await jose.jwtVerify(assertion, key, options)
+            } catch (attempt) {
+              last = attempt
+            }
+          }
+          throw last
+        }
+      },
       catch: (error) => failed(reasonFromJose(error))
     })
+  }
 
   const authenticate: ClientAssertionShape["authenticate"] = (input) =>
     Effect.gen(function*() {
