@@ -171,10 +171,13 @@ export class OAuthGroup extends HttpApiGroup.make("oauth", { topLevel: true })
       payload: TokenRequest.pipe(HttpApiSchema.asFormUrlEncoded()),
       success: TokenResponse,
       error: [oauthError(400), oauthError(401), oauthError(405), oauthError(413), oauthError(429)]
-    }).annotate(OpenApi.Summary, "Client-credentials grant (RFC 6749 §4.4), HTTP Basic client authentication")
-      .annotate(OpenApi.Description, "Issues a short-lived RFC 9068 access token for approved integrations. Credentials go in " +
-        "HTTP Basic only; every error is `application/json` with the RFC 6749 `error` member. No CORS: a client secret " +
-        "does not belong in a browser."),
+    }).annotate(OpenApi.Summary, "Client-credentials grant (RFC 6749 §4.4): HTTP Basic or a signed client assertion")
+      .annotate(OpenApi.Description, "Issues a short-lived RFC 9068 access token for approved integrations. Each client " +
+        "authenticates one way, the one it was registered for: `client_secret_basic` (id and secret in HTTP Basic) or " +
+        "`private_key_jwt` (RFC 7523: `client_assertion_type` and `client_assertion` in the form, a JWT signed with the " +
+        "client's private key; the service holds only its public keys). Any failed authentication is the same 401 " +
+        "`invalid_client`; every error is `application/json` with the RFC 6749 `error` member. No CORS: credentials do " +
+        "not belong in a browser."),
     HttpApiEndpoint.get("getAuthorizationServerMetadata", "/.well-known/oauth-authorization-server", {
       success: AuthorizationServerMetadata
     }).middleware(MethodProblems).annotate(OpenApi.Summary, "RFC 8414 authorization server metadata")

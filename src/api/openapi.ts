@@ -88,7 +88,8 @@ export const transformOpenApi = (spec: Json): Json => {
       if (typeof op !== "object" || op === null || op.responses === undefined) continue
       // The public operations carry their own security (Api.ts, publicOperation).
       const token = op.operationId === "requestToken"
-      if (token) op.security = [{ basicClient: [] }]
+      // HTTP Basic, or none at the HTTP level: a private_key_jwt client's assertion is a form field (no scheme says so).
+      if (token) op.security = [{ basicClient: [] }, {}]
       const r = op.responses
       declare(r["405"], { Allow: ref("Allow") })
       // Every 429 (the edge's and the token endpoint's) says when to retry and which limit was reached.

@@ -200,11 +200,38 @@ export const SuccessResponse = Schema.Struct({ success: Schema.Literal(true) }).
 
 // ---- OAuth ---------------------------------------------------------------------------------------
 
+/** RFC 7523 §2.2: the `client_assertion_type` of a client authenticating with a signed JWT (`private_key_jwt`). */
+export const JwtBearerAssertionType = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
+/**
+ * The JWS algorithms a client assertion may be signed with (CONTRACT C6): RSA, RSA-PSS, P-256 and Ed25519
+ * signatures. `Ed25519` is RFC 9864's fully specified name of EdDSA over Ed25519, which oauth4webapi signs with.
+ */
+export const ClientAssertionAlgorithms = ["RS256", "PS256", "ES256", "EdDSA", "Ed25519"] as const
+
+/** RFC 7591 names of the client authentication methods; each client is registered for one. */
+export const TokenEndpointAuthMethods = ["client_secret_basic", "private_key_jwt"] as const
+
 /** RFC 6749 §4.4.2; parsed by the token endpoint itself (duplicates refused, unknown ignored). */
 export const TokenRequest = Schema.Struct({
   grant_type: Schema.Literal("client_credentials"),
-  scope: Schema.optionalKey(Schema.String.annotate({ description: "Space-delimited subset of the client's scopes" }))
-}).annotate({ identifier: "TokenRequest", examples: [{ grant_type: "client_credentials", scope: "rates:read" }] })
+  scope: Schema.optionalKey(Schema.String.annotate({ description: "Space-delimited subset of the client's scopes" })),
+  client_id: Schema.optionalKey(Schema.String.annotate({
+    description: "The client's id: optional; when sent, it must name the client that authenticates"
+  })),
+  client_assertion_type: Schema.optionalKey(Schema.Literal(JwtBearerAssertionType).annotate({
+    description: "`private_key_jwt` clients only (RFC 7523 section 2.2), with `client_assertion`, instead of HTTP Basic"
+  })),
+  client_assertion: Schema.optionalKey(Schema.String.annotate({
+    description: "`private_key_jwt` clients only: a JWT signed with the client's private key (RS256, PS256, ES256 or EdDSA) " +
+      "whose `iss` and `sub` are the client id, `aud` the issuer or the token endpoint URL, `exp` at most 5 minutes ahead, " +
+      "with `iat` and a `jti` never used before"
+  }))
+}).annotate({
+  identifier: "TokenRequest",
+  // Every example is posted by test/http/openapi-examples.test.ts and must get a token: a client assertion cannot be one.
+  examples: [{ grant_type: "client_credentials", scope: "rates:read" }]
+})
 
 export const TokenResponse = Schema.Struct({
   access_token: Schema.String,
@@ -265,6 +292,7 @@ export const AuthorizationServerMetadata = Schema.StructWithRest(
     scopes_supported: Schema.Array(Schema.String),
     grant_types_supported: Schema.Array(Schema.String),
     token_endpoint_auth_methods_supported: Schema.Array(Schema.String),
+    token_endpoint_auth_signing_alg_values_supported: Schema.Array(Schema.String),
     response_types_supported: Schema.Array(Schema.String),
     service_documentation: Schema.String
   }),
@@ -277,7 +305,8 @@ export const AuthorizationServerMetadata = Schema.StructWithRest(
     jwks_uri: "https://api.example.com/.well-known/jwks.json",
     scopes_supported: ["health:read", "rates:read", "subscriptions:write"],
     grant_types_supported: ["client_credentials"],
-    token_endpoint_auth_methods_supported: ["client_secret_basic"],
+    token_endpoint_auth_methods_supported: ["client_secret_basic", "private_key_jwt"],
+    token_endpoint_auth_signing_alg_values_supported: ["RS256", "PS256", "ES256", "EdDSA", "Ed25519"],
     response_types_supported: [],
     service_documentation: "https://api.example.com/docs"
   }]

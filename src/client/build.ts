@@ -109,8 +109,12 @@ const program = Effect.gen(function*() {
 Effect.runPromise(program.pipe(Effect.provide(FetchHttpClient.layer)))
 \`\`\`
 
-Every failure has a \`_tag\`: the problem classes (\`ValidationFailed\`, \`ServiceUnavailable\`, ...) and
-\`OAuthError\` for the token endpoint.
+A client registered for \`private_key_jwt\` passes its private key instead of a secret (a Web Crypto \`CryptoKey\`
+or a private JWK: RSA, EC P-256 or Ed25519); \`requestToken\` signs a fresh client assertion with it each time:
+\`clientCredentials: { clientId, privateKey, kid }\`.
+
+Every failure has a \`_tag\`: the problem classes (\`ValidationFailed\`, \`ServiceUnavailable\`, ...),
+\`OAuthError\` for the token endpoint and \`ClientAssertionError\` for a key that cannot sign.
 `
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

@@ -91,7 +91,29 @@ const durableCells = statements([
   )`
 ])
 
-const loader = Migrator.fromRecord({ "1_oauth": oauth, "2_rates_history": ratesHistory, "3_durable_cells": durableCells })
+/**
+ * 4_oauth_client_auth: one client authentication method per client (RFC 7591 `token_endpoint_auth_method`,
+ * src/oauth/oauthClient.ts): existing clients are `client_secret_basic`; a `private_key_jwt` client has
+ * public keys (`jwks`) or a `jwks_uri` instead of a secret hash.
+ */
+const oauthClientAuth = statements([
+  `ALTER TABLE oauth_clients
+    ADD COLUMN token_endpoint_auth_method text NOT NULL DEFAULT 'client_secret_basic'
+      CHECK (token_endpoint_auth_method IN ('client_secret_basic', 'private_key_jwt')),
+    ADD COLUMN jwks jsonb,
+    ADD COLUMN jwks_uri text,
+    ALTER COLUMN secret_hash DROP NOT NULL,
+    ADD CONSTRAINT oauth_clients_one_method CHECK (CASE token_endpoint_auth_method
+      WHEN 'client_secret_basic' THEN secret_hash IS NOT NULL AND jwks IS NULL AND jwks_uri IS NULL
+      ELSE secret_hash IS NULL AND (jwks IS NULL) <> (jwks_uri IS NULL) END)`
+])
+
+const loader = Migrator.fromRecord({
+  "1_oauth": oauth,
+  "2_rates_history": ratesHistory,
+  "3_durable_cells": durableCells,
+  "4_oauth_client_auth": oauthClientAuth
+})
 
 /** The table recording applied migrations. */
 const migrationsTable = "crypto_api_migrations"

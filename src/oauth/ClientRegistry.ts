@@ -1,6 +1,6 @@
 /**
- * The OAuth client registry (CONTRACT C6): client id, name, allowed scopes, keyed hash of the secret,
- * status, timestamps. Backed by clients.json under DATA_DIR (clientsFile.ts), which the CLI edits and a
+ * The OAuth client registry (CONTRACT C6): client id, name, allowed scopes, how the client authenticates
+ * (a keyed hash of its secret, or its public keys for private_key_jwt), status, timestamps. Backed by clients.json under DATA_DIR (clientsFile.ts), which the CLI edits and a
  * running server follows (ReloadingFile); with DATABASE_URL by PostgreSQL (store/), which every
  * instance and the CLI share; or by memory in tests.
  */
@@ -23,8 +23,9 @@ import {
   type StoredClient,
   storeClients
 } from "./clientsFile.ts"
+import { checkRegisteredJwks } from "./clientKeys.ts"
 import { ClientAuthFailed, ClientNotFound, ClientRevoked, InvalidClientInput } from "./errors.ts"
-import type { OAuthClient } from "./oauthClient.ts"
+import { type ClientAuth, type OAuthClient, SECRET_AUTH } from "./oauthClient.ts"
 import { OAuthConfig } from "./OAuthConfig.ts"
 import { canonicalScopes, isScope, type Scope, Scopes } from "./scopes.ts"
 import {
@@ -53,10 +54,28 @@ export interface CreateClientInput {
   readonly secret?: string
 }
 
+/** The public keys of a private_key_jwt client: a JWK Set held here, or the URL where the client publishes it. */
+export type ClientKeysInput = { readonly jwks: unknown } | { readonly jwksUri: string }
+
+/** A `private_key_jwt` client (RFC 7523): no secret, its public keys instead. */
+export interface CreateKeyClientInput {
+  readonly name: string
+  readonly scopes: ReadonlyArray<string>
+  readonly clientId?: string
+  readonly keys: ClientKeysInput
+}
+
 export interface ClientRegistryShape {
   /** Where the hashing pepper came from; production start-up may refuse `generated`/`memory`. */
   readonly pepperOrigin: PepperOrigin
   readonly create: (input: CreateClientInput) => Effect.Effect<IssuedCredentials, InvalidClientInput | StorageError>
+  /** Registers a `private_key_jwt` client; its keys are checked (public, usable, distinct kids). */
+  readonly createWithKeys: (input: CreateKeyClientInput) => Effect.Effect<OAuthClient, InvalidClientInput | StorageError>
+  /** New public keys (or jwks_uri) for a `private_key_jwt` client; assertions signed with the old ones stop working. */
+  readonly replaceKeys: (
+    clientId: string,
+    keys: ClientKeysInput
+  ) => Effect.Effect<OAuthClient, ClientNotFound | ClientRevoked | InvalidClientInput | StorageError>
   /** Reads the newest state (no throttle); never exposes hashes. */
   readonly list: () => Effect.Effect<ReadonlyArray<OAuthClient>, StorageError>
   /** Hot path (token verification): the cached state, refreshed at most once per reload interval. */
@@ -70,8 +89,9 @@ export interface ClientRegistryShape {
   ) => Effect.Effect<IssuedCredentials, ClientNotFound | ClientRevoked | InvalidClientInput | StorageError>
   /**
    * Checks a client id and secret in constant time: the presented secret is always hashed and compared
-   * with a 32-byte digest (the client's, or a random dummy for an unknown id), and a revoked client is
-   * rejected only after the same work. Never fails for I/O: it uses the last good registry state.
+   * with a 32-byte digest (the client's, or a random dummy for an unknown id or a private_key_jwt client),
+   * and a revoked client is rejected only after the same work. Never fails for I/O: it uses the last good
+   * registry state.
    */
   readonly authenticate: (
     clientId: string,
@@ -121,7 +141,7 @@ export class ClientRegistry extends Context.Service<ClientRegistry, ClientRegist
 
   /** In memory, with a random pepper; for tests. `clients` are created up front. */
   static readonly layerTest = (
-    clients: ReadonlyArray<CreateClientInput> = []
+    clients: ReadonlyArray<CreateClientInput | CreateKeyClientInput> = []
   ): Layer.Layer<ClientRegistry, InvalidClientInput> =>
     Layer.effect(
       ClientRegistry,
@@ -129,7 +149,12 @@ export class ClientRegistry extends Context.Service<ClientRegistry, ClientRegist
         const pepper = makePepper(randomToken(32), "memory")
         const registry = makeRegistry(ReloadingFile.inMemory(emptySnapshot), pepper)
         // Memory never fails for storage; only bad input can.
-        for (const c of clients) yield* registry.create(c).pipe(Effect.catchTags({ FileError: Effect.die, DatabaseError: Effect.die }))
+        for (const c of clients) {
+          const created: Effect.Effect<unknown, InvalidClientInput | StorageError> = "keys" in c
+            ? registry.createWithKeys(c)
+            : registry.create(c)
+          yield* created.pipe(Effect.catchTags({ FileError: Effect.die, DatabaseError: Effect.die }))
+        }
         return registry
       })
     )
@@ -174,6 +199,24 @@ const validateClientId = (id: string): Effect.Effect<string, InvalidClientInput>
     )
     : Effect.succeed(id)
 
+/** An absolute http(s) URL without credentials or fragment; https in production is the fetcher's rule (it knows APP_ENV). */
+const validateJwksUri = (uri: string): Effect.Effect<string, InvalidClientInput> => {
+  const bad = (reason: string) => Effect.fail(new InvalidClientInput({ field: "jwks_uri", reason }))
+  if (uri.length > 2048 || !URL.canParse(uri)) return bad("must be an absolute URL of at most 2048 characters")
+  const url = new URL(uri)
+  if (url.protocol !== "https:" && url.protocol !== "http:") return bad("must be an https URL")
+  if (url.username !== "" || url.password !== "" || url.hash !== "") return bad("must not hold credentials or a fragment")
+  return Effect.succeed(url.href)
+}
+
+const validateKeys = (keys: ClientKeysInput): Effect.Effect<ClientAuth, InvalidClientInput> =>
+  "jwksUri" in keys
+    ? Effect.map(validateJwksUri(keys.jwksUri), (uri) => ({ method: "private_key_jwt", keys: { _tag: "Uri", uri } }))
+    : checkRegisteredJwks(keys.jwks).pipe(
+      Effect.mapError((reason) => new InvalidClientInput({ field: "jwks", reason })),
+      Effect.map((jwks) => ({ method: "private_key_jwt", keys: { _tag: "Inline", jwks } }))
+    )
+
 const validateSecret = (secret: string): Effect.Effect<string, InvalidClientInput> =>
   secret.length === 0 || secret.length > 1024
     ? Effect.fail(new InvalidClientInput({ field: "client_secret", reason: "must be 1 to 1024 characters" }))
@@ -185,7 +228,8 @@ const publicView = (c: StoredClient): OAuthClient => ({
   scopes: c.scopes,
   status: c.status,
   createdAt: c.createdAt,
-  rotatedAt: c.rotatedAt
+  rotatedAt: c.rotatedAt,
+  auth: c.auth
 })
 
 const nowIso = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
@@ -196,36 +240,64 @@ const withClient = (snapshot: Snapshot, client: StoredClient): Snapshot => {
   return { clients }
 }
 
+const keyClient = new InvalidClientInput({
+  field: "client_id",
+  reason: "this client authenticates with private_key_jwt: it has no secret (give it new keys with --jwks-file or --jwks-uri)"
+})
+const secretClient = new InvalidClientInput({
+  field: "client_id",
+  reason: "this client authenticates with client_secret_basic: it has no keys (rotate its secret instead)"
+})
+
 const makeRegistry = (store: SharedState<Snapshot, StorageError>, pepper: Pepper): ClientRegistryShape => {
   // Compared against when the id is unknown, so that an unknown id costs the same hash + compare.
   const dummyHash = randomBytes(32)
 
-  const create: ClientRegistryShape["create"] = (input) =>
+  /** A new client under a fresh (or the requested, unused) id. */
+  const insert = <A>(
+    input: { readonly name: string; readonly scopes: ReadonlyArray<string>; readonly clientId?: string | undefined },
+    credentials: Pick<StoredClient, "auth" | "secretHash">,
+    result: (client: OAuthClient) => A
+  ) =>
     Effect.gen(function*() {
       const name = yield* validateName(input.name)
       const scopes = yield* validateScopes(input.scopes)
       const requestedId = input.clientId === undefined ? undefined : yield* validateClientId(input.clientId)
-      const secret = input.secret === undefined ? newClientSecret() : yield* validateSecret(input.secret)
       const createdAt = yield* nowIso
-      return yield* store.modify((snapshot): Step<IssuedCredentials, InvalidClientInput> => {
+      return yield* store.modify((snapshot): Step<A, InvalidClientInput> => {
         let clientId = requestedId ?? newClientId()
         if (requestedId === undefined) while (snapshot.clients.has(clientId)) clientId = newClientId()
         else if (snapshot.clients.has(clientId)) {
           return Effect.fail(new InvalidClientInput({ field: "client_id", reason: "a client with this id exists" }))
         }
-        const client: StoredClient = {
-          clientId,
-          name,
-          scopes,
-          status: "active",
-          createdAt,
-          rotatedAt: undefined,
-          secretHash: pepper.hash(secret)
-        }
-        return Effect.succeed({
-          next: withClient(snapshot, client),
-          result: { client: publicView(client), clientSecret: Redacted.make(secret, { label: "client_secret" }) }
-        })
+        const client: StoredClient = { clientId, name, scopes, status: "active", createdAt, rotatedAt: undefined, ...credentials }
+        return Effect.succeed({ next: withClient(snapshot, client), result: result(publicView(client)) })
+      })
+    })
+
+  const create: ClientRegistryShape["create"] = (input) =>
+    Effect.gen(function*() {
+      const secret = input.secret === undefined ? newClientSecret() : yield* validateSecret(input.secret)
+      return yield* insert(input, { auth: SECRET_AUTH, secretHash: pepper.hash(secret) }, (client) => ({
+        client,
+        clientSecret: Redacted.make(secret, { label: "client_secret" })
+      }))
+    })
+
+  const createWithKeys: ClientRegistryShape["createWithKeys"] = (input) =>
+    Effect.flatMap(validateKeys(input.keys), (auth) => insert(input, { auth, secretHash: undefined }, (client) => client))
+
+  const replaceKeys: ClientRegistryShape["replaceKeys"] = (clientId, keys) =>
+    Effect.gen(function*() {
+      const auth = yield* validateKeys(keys)
+      const rotatedAt = yield* nowIso
+      return yield* store.modify((snapshot): Step<OAuthClient, ClientNotFound | ClientRevoked | InvalidClientInput> => {
+        const existing = snapshot.clients.get(clientId)
+        if (existing === undefined) return Effect.fail(new ClientNotFound({ clientId }))
+        if (existing.status === "revoked") return Effect.fail(new ClientRevoked({ clientId }))
+        if (existing.auth.method !== "private_key_jwt") return Effect.fail(secretClient)
+        const client: StoredClient = { ...existing, rotatedAt, auth }
+        return Effect.succeed({ next: withClient(snapshot, client), result: publicView(client) })
       })
     })
 
@@ -242,10 +314,11 @@ const makeRegistry = (store: SharedState<Snapshot, StorageError>, pepper: Pepper
     Effect.gen(function*() {
       const secret = options?.secret === undefined ? newClientSecret() : yield* validateSecret(options.secret)
       const rotatedAt = yield* nowIso
-      return yield* store.modify((snapshot): Step<IssuedCredentials, ClientNotFound | ClientRevoked> => {
+      return yield* store.modify((snapshot): Step<IssuedCredentials, ClientNotFound | ClientRevoked | InvalidClientInput> => {
         const existing = snapshot.clients.get(clientId)
         if (existing === undefined) return Effect.fail(new ClientNotFound({ clientId }))
         if (existing.status === "revoked") return Effect.fail(new ClientRevoked({ clientId }))
+        if (existing.auth.method !== "client_secret_basic") return Effect.fail(keyClient)
         const client: StoredClient = { ...existing, rotatedAt, secretHash: pepper.hash(secret) }
         return Effect.succeed({
           next: withClient(snapshot, client),
@@ -261,6 +334,7 @@ const makeRegistry = (store: SharedState<Snapshot, StorageError>, pepper: Pepper
       // Same work on every path: one HMAC, one 32-byte constant-time compare, then the decision.
       const matches = digestsEqual(presented, client?.secretHash ?? dummyHash)
       if (client === undefined) return Effect.fail(new ClientAuthFailed({ reason: "unknown_client" }))
+      if (client.auth.method !== "client_secret_basic") return Effect.fail(new ClientAuthFailed({ reason: "wrong_method" }))
       if (!matches) return Effect.fail(new ClientAuthFailed({ reason: "wrong_secret" }))
       if (client.status !== "active") return Effect.fail(new ClientAuthFailed({ reason: "revoked" }))
       return Effect.succeed(publicView(client))
@@ -269,6 +343,8 @@ const makeRegistry = (store: SharedState<Snapshot, StorageError>, pepper: Pepper
   return {
     pepperOrigin: pepper.origin,
     create,
+    createWithKeys,
+    replaceKeys,
     list: () =>
       Effect.map(
         store.latest,

@@ -10,11 +10,13 @@
  * | `OAUTH_SECRET_PEPPER` | generated into `$DATA_DIR/oauth/pepper` (mode 0600) | HMAC key for client-secret hashes, ≥ 32 characters |
  * | `OAUTH_SIGNING_KEYS` | generated into `$DATA_DIR/oauth/signing-keys.json` (mode 0600), or into PostgreSQL with `DATABASE_URL` | JWKS JSON of ES256 (P-256) keys; the first must be private and signs |
  * | `OAUTH_MAX_FAILURES_PER_MIN` | `10` | failed token requests per minute from one address for one client; ten times that per address |
+ * | `OAUTH_JWKS_URI_ALLOWED_NETWORKS` | none in production, every one elsewhere | private, loopback or link-local networks (CIDRs) a client's `jwks_uri` may reach; `none`: no such address |
  */
 import * as path from "node:path"
-import { Config, Context, Effect, Layer, Redacted } from "effect"
+import { Config, Context, Effect, Layer, Redacted, Result } from "effect"
+import { IpNetwork, NetAddress } from "effect/net"
 import type { ConfigInvalid } from "../config/ConfigInvalid.ts"
-import { dataDir, int, isProduction, optional, problem, readAll, secret, text } from "../config/read.ts"
+import { dataDir, int, isProduction, optional, parsed, problem, readAll, secret, text } from "../config/read.ts"
 
 export interface OAuthConfigShape {
   readonly clientsFile: string
@@ -26,6 +28,8 @@ export interface OAuthConfigShape {
   readonly maxFailuresPerMinute: number
   /** How often (ms) the registry and key files are checked for changes made by the CLI. */
   readonly reloadIntervalMs: number
+  /** Canonical CIDRs of non-public networks a jwks_uri may reach; `all` outside production by default. */
+  readonly jwksUriAllowedNetworks: ReadonlyArray<string> | "all"
 }
 
 /** An EC P-256 JWK as accepted from configuration; `d` present means private. */
@@ -113,6 +117,26 @@ const requiredInProduction = <A>(name: string, what: string, self: Config.Config
     return value
   })
 
+/** `none`, or a comma list of CIDRs (a bare address is its own /32 or /128). */
+const parseNetworks = (raw: string): Result.Result<ReadonlyArray<string>, string | undefined> => {
+  if (raw.toLowerCase() === "none") return Result.succeed([])
+  const cidrs: Array<string> = []
+  for (const entry of raw.split(",").map((e) => e.trim())) {
+    const network = entry.includes("/")
+      ? IpNetwork.fromString(entry)
+      : Result.flatMap(NetAddress.ipFromString(entry), (ip) => IpNetwork.fromAddress(ip, NetAddress.isIpv4Address(ip) ? 32 : 128))
+    if (Result.isFailure(network)) return Result.fail(`${JSON.stringify(entry)} is not a CIDR`)
+    cidrs.push(IpNetwork.format(network.success))
+  }
+  return Result.succeed(cidrs)
+}
+
+/** Absent: none in production (a jwks_uri reaches public addresses only), every one elsewhere (local JWKS servers). */
+const jwksUriAllowedNetworks = Effect.gen(function*() {
+  const value = yield* optional(parsed("OAUTH_JWKS_URI_ALLOWED_NETWORKS", `"none" or a comma list of CIDRs such as 10.20.0.0/16`, parseNetworks))
+  return value ?? ((yield* isProduction) ? [] : "all" as const)
+})
+
 export const readOAuthConfig: Effect.Effect<OAuthConfigShape, ConfigInvalid> = Effect.gen(function*() {
   const c = yield* readAll({
     dataDir,
@@ -120,7 +144,8 @@ export const readOAuthConfig: Effect.Effect<OAuthConfigShape, ConfigInvalid> = E
     pepper: requiredInProduction("OAUTH_SECRET_PEPPER", "the client-secret pepper", pepper),
     signingKeys: Effect.flatMap(Config.option(Config.String("DATABASE_URL")), (database) =>
       database._tag === "Some" ? optional(signingKeys) : requiredInProduction("OAUTH_SIGNING_KEYS", "the token signing keys", signingKeys)),
-    maxFailuresPerMinute: int("OAUTH_MAX_FAILURES_PER_MIN", 10, 1, 10_000)
+    maxFailuresPerMinute: int("OAUTH_MAX_FAILURES_PER_MIN", 10, 1, 10_000),
+    jwksUriAllowedNetworks
   })
   const oauthDir = path.join(c.dataDir, "oauth")
   return {
@@ -130,7 +155,8 @@ export const readOAuthConfig: Effect.Effect<OAuthConfigShape, ConfigInvalid> = E
     signingKeysFile: path.resolve(oauthDir, "signing-keys.json"),
     signingKeys: c.signingKeys,
     maxFailuresPerMinute: c.maxFailuresPerMinute,
-    reloadIntervalMs: 1000
+    reloadIntervalMs: 1000,
+    jwksUriAllowedNetworks: c.jwksUriAllowedNetworks
   }
 })
 

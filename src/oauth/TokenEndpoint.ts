@@ -5,10 +5,14 @@
  * is tokenRequest.ts; the answers' shapes are src/api/tokenResponse.ts; this file is the order of decisions.
  *
  * Decisions (documented for the API reference):
- * - Only `client_secret_basic`. Credentials in the body (`client_secret`, `client_assertion*`, a
- *   `client_id` naming another client) next to Basic → 400 invalid_request (one method per request,
- *   §2.3); a `client_id` naming the Basic client is accepted (some client libraries send it); body
- *   credentials alone → 401 invalid_client (unsupported method).
+ * - `client_secret_basic`, or `private_key_jwt` (`client_assertion_type` + `client_assertion`, RFC 7523
+ *   §2.2; assertion/ClientAssertion.ts): one method per client, and per request. Credentials in the body
+ *   (`client_secret`, `client_assertion*`, a `client_id` naming another client) next to Basic, or a
+ *   `client_secret` next to an assertion → 400 invalid_request (§2.3); a `client_id` naming the
+ *   authenticating client is accepted (client libraries send it); a `client_secret` in the body alone →
+ *   401 invalid_client (client_secret_post is not supported).
+ * - Every failed authentication, whichever method and whichever check failed, is the same 401
+ *   invalid_client body for that method, counted by the failure limiter; why is in the outcome (logs).
  * - A body that is not `application/x-www-form-urlencoded` (charset, if given, must be UTF-8) → 400
  *   invalid_request with an `application/json` body, not 415: OAuth clients only parse RFC 6749 errors.
  *   A `Content-Encoding` → 400 invalid_request: the body is read as sent, and a gateway that decodes
@@ -36,7 +40,9 @@ import {
   type TokenErrorCode
 } from "../api/tokenResponse.ts"
 import { AppConfig } from "../config/AppConfig.ts"
+import { ClientAssertion, claimedClient } from "./assertion/ClientAssertion.ts"
 import { ClientRegistry } from "./ClientRegistry.ts"
+import type { ClientAuthFailed } from "./errors.ts"
 import { type Blocked, FailureLimiter } from "./FailureLimiter.ts"
 import type { OAuthClient } from "./oauthClient.ts"
 import { parseScopeString, type Scope } from "./scopes.ts"
@@ -71,15 +77,33 @@ export interface TokenEndpointShape {
 }
 
 const AUTHENTICATE_WITH_BASIC =
-  "Authenticate with HTTP Basic: the form-encoded client id and secret (RFC 6749 section 2.3.1)."
+  "Authenticate with HTTP Basic: the form-encoded client id and secret (RFC 6749 section 2.3.1), or, for a " +
+  "private_key_jwt client, with client_assertion_type and client_assertion (RFC 7523 section 2.2)."
+
+/** How to mend a failed authentication, per method; never which check failed. */
+const CHECK_SECRET =
+  "Check the client id and secret; they are form-encoded before base64 (RFC 6749 section 2.3.1). Ask the operator if the client was revoked or its secret rotated."
+const CHECK_ASSERTION =
+  "Sign a new assertion with a key the client registered: iss and sub the client id, aud the issuer, exp at most 5 minutes ahead, " +
+  "iat, a jti never used before; RS256, PS256, ES256 or EdDSA. Ask the operator if the client was revoked or registered for another method."
+
+/** One client authentication to attempt: whom it claims to be (for the failure limits) and how to check it. */
+interface Attempt {
+  readonly method: "client_secret_basic" | "private_key_jwt"
+  readonly claimed: string | undefined
+  readonly check: Effect.Effect<OAuthClient, ClientAuthFailed>
+  readonly resolution: string
+  readonly challenge: string
+}
 
 export class TokenEndpoint extends Context.Service<TokenEndpoint, TokenEndpointShape>()("app/oauth/TokenEndpoint") {
-  static readonly layer: Layer.Layer<TokenEndpoint, never, AppConfig | ClientRegistry | TokenService | FailureLimiter> =
+  static readonly layer: Layer.Layer<TokenEndpoint, never, AppConfig | ClientRegistry | ClientAssertion | TokenService | FailureLimiter> =
     Layer.effect(
       TokenEndpoint,
       Effect.gen(function*() {
         const config = yield* AppConfig
         const registry = yield* ClientRegistry
+        const assertions = yield* ClientAssertion
         const tokens = yield* TokenService
         const limiter = yield* FailureLimiter
 
@@ -139,14 +163,37 @@ export class TokenEndpoint extends Context.Service<TokenEndpoint, TokenEndpointS
             const { form } = parsed
 
             const credentials = parseBasicAuthorization(input.authorization)
+            let attempt: Attempt
             switch (credentials._tag) {
               case "Absent": {
+                if (form.clientAssertion !== undefined || form.clientAssertionType !== undefined) {
+                  if (form.bodyCredentials.includes("client_secret")) {
+                    return badRequest(
+                      "Use one client authentication method: remove client_secret from the body.",
+                      "Send the client assertion alone (client_assertion_type and client_assertion).",
+                      "two auth methods"
+                    )
+                  }
+                  const assertion = {
+                    assertionType: form.clientAssertionType,
+                    assertion: form.clientAssertion,
+                    clientId: form.clientId
+                  }
+                  attempt = {
+                    method: "private_key_jwt",
+                    claimed: claimedClient(assertion),
+                    check: assertions.authenticate(assertion),
+                    resolution: CHECK_ASSERTION,
+                    challenge: BASIC_CHALLENGE
+                  }
+                  break
+                }
                 const inBody = form.bodyCredentials.length > 0
                 return fail(
                   401,
                   "invalid_client",
                   inBody
-                    ? "Client credentials in the request body are not supported; use HTTP Basic authentication."
+                    ? "Client credentials in the request body are not supported; use HTTP Basic authentication or a client assertion."
                     : "Client authentication is required.",
                   AUTHENTICATE_WITH_BASIC,
                   { reason: inBody ? "body credentials only" : "no credentials", headers: { "www-authenticate": BASIC_CHALLENGE } }
@@ -165,25 +212,36 @@ export class TokenEndpoint extends Context.Service<TokenEndpoint, TokenEndpointS
                   "Send Authorization: Basic base64(form-encoded client id + ':' + form-encoded secret).",
                   "malformed basic"
                 )
-            }
-            if (form.clientId !== undefined && form.clientId !== credentials.clientId) {
-              return badRequest(
-                "The client_id parameter names another client than the Basic credentials.",
-                "Remove client_id from the body, or send the id of the client that authenticates.",
-                "client_id mismatch"
-              )
-            }
-            const otherCredentials = form.bodyCredentials.filter((name) => name !== "client_id")
-            if (otherCredentials.length > 0) {
-              return badRequest(
-                `Use one client authentication method: remove ${otherCredentials.join(", ")} from the body.`,
-                "Send the client credentials only in the Authorization header.",
-                "two auth methods"
-              )
+              case "Basic": {
+                if (form.clientId !== undefined && form.clientId !== credentials.clientId) {
+                  return badRequest(
+                    "The client_id parameter names another client than the Basic credentials.",
+                    "Remove client_id from the body, or send the id of the client that authenticates.",
+                    "client_id mismatch"
+                  )
+                }
+                const otherCredentials = form.bodyCredentials.filter((name) => name !== "client_id")
+                if (otherCredentials.length > 0) {
+                  return badRequest(
+                    `Use one client authentication method: remove ${otherCredentials.join(", ")} from the body.`,
+                    "Send the client credentials only in the Authorization header.",
+                    "two auth methods"
+                  )
+                }
+                attempt = {
+                  method: "client_secret_basic",
+                  claimed: credentials.clientId,
+                  check: registry.authenticate(credentials.clientId, credentials.secret),
+                  resolution: CHECK_SECRET,
+                  challenge: BASIC_CHALLENGE_INVALID_CLIENT
+                }
+              }
             }
 
-            const clientBlock = yield* limiter.clientBlocked(address, credentials.clientId)
-            if (clientBlock !== undefined) return rateLimited(clientBlock)
+            if (attempt.claimed !== undefined) {
+              const clientBlock = yield* limiter.clientBlocked(address, attempt.claimed)
+              if (clientBlock !== undefined) return rateLimited(clientBlock)
+            }
 
             if (form.grantType === undefined) {
               return badRequest("The grant_type parameter is required.", "Send grant_type=client_credentials.", "no grant_type")
@@ -194,16 +252,21 @@ export class TokenEndpoint extends Context.Service<TokenEndpoint, TokenEndpointS
               })
             }
 
-            const authenticated = yield* Effect.result(registry.authenticate(credentials.clientId, credentials.secret))
+            const authenticated = yield* Effect.result(attempt.check)
             if (authenticated._tag === "Failure") {
-              yield* limiter.recordFailure(address, credentials.clientId)
-              return fail(
-                401,
-                "invalid_client",
-                "Client authentication failed.",
-                "Check the client id and secret; they are form-encoded before base64 (RFC 6749 section 2.3.1). Ask the operator if the client was revoked or its secret rotated.",
-                { reason: authenticated.failure.reason, headers: { "www-authenticate": BASIC_CHALLENGE_INVALID_CLIENT } }
-              )
+              yield* limiter.recordFailure(address, attempt.claimed)
+              // The caller learns nothing of why; the operator helping an integrator does (never the assertion itself).
+              if (attempt.method === "private_key_jwt") {
+                yield* Effect.logInfo("oauth: client assertion refused").pipe(Effect.annotateLogs({
+                  reason: authenticated.failure.reason,
+                  clientId: attempt.claimed?.slice(0, 256) ?? null,
+                  clientIp: address
+                }))
+              }
+              return fail(401, "invalid_client", "Client authentication failed.", attempt.resolution, {
+                reason: authenticated.failure.reason,
+                headers: { "www-authenticate": attempt.challenge }
+              })
             }
             const client = authenticated.success
 

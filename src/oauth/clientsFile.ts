@@ -3,13 +3,15 @@
  * secrets. Strict: a hand-edited file with a mistake is reported, not half-loaded.
  */
 import { Effect, Schema } from "effect"
-import { ClientStatuses, type OAuthClient } from "./oauthClient.ts"
+import { TokenEndpointAuthMethods } from "../api/schemas.ts"
+import { ClientJwks } from "./clientKeys.ts"
+import { type ClientAuth, ClientStatuses, type OAuthClient, SECRET_AUTH } from "./oauthClient.ts"
 import { canonicalScopes, ScopeSchema } from "./scopes.ts"
 import { decodeSecretHash, encodeSecretHash, type Pepper } from "./secrets.ts"
 
-/** What the registry holds per client; the hash never leaves the registry. */
+/** What the registry holds per client; the hash never leaves the registry. `undefined` for a key client. */
 export interface StoredClient extends OAuthClient {
-  readonly secretHash: Buffer
+  readonly secretHash: Buffer | undefined
 }
 
 export interface Snapshot {
@@ -26,15 +28,45 @@ const SecretHash = Schema.String.check(
   Schema.makeFilter((s: string) => decodeSecretHash(s) !== undefined, { expected: "hmac-sha256:<32 bytes, base64url>" })
 )
 
+/**
+ * `token_endpoint_auth_method` absent is `client_secret_basic` (registries written before private_key_jwt):
+ * such a client has a `secret_hash`; a `private_key_jwt` client has `jwks` or `jwks_uri` instead.
+ */
 const ClientRecord = Schema.Struct({
   client_id: Schema.String.check(Schema.isMinLength(1)),
   name: Schema.String,
   scopes: Schema.Array(ScopeSchema).check(Schema.isMinLength(1)),
-  secret_hash: SecretHash,
+  secret_hash: Schema.optionalKey(SecretHash),
+  token_endpoint_auth_method: Schema.optionalKey(Schema.Literals(TokenEndpointAuthMethods)),
+  jwks: Schema.optionalKey(ClientJwks),
+  jwks_uri: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1))),
   status: Schema.Literals(ClientStatuses),
   created_at: IsoDate,
   rotated_at: Schema.NullOr(IsoDate)
-})
+}).check(Schema.makeFilter((r) => {
+  const keyed = r.token_endpoint_auth_method === "private_key_jwt"
+  if (!keyed) return r.secret_hash !== undefined && r.jwks === undefined && r.jwks_uri === undefined ||
+    "a client_secret_basic client has a secret_hash and no jwks or jwks_uri"
+  return r.secret_hash === undefined && (r.jwks === undefined) !== (r.jwks_uri === undefined) ||
+    "a private_key_jwt client has either jwks or jwks_uri, and no secret_hash"
+}))
+type ClientRecord = typeof ClientRecord.Type
+
+const authOf = (r: ClientRecord): ClientAuth =>
+  r.token_endpoint_auth_method !== "private_key_jwt"
+    ? SECRET_AUTH
+    : r.jwks !== undefined
+    ? { method: "private_key_jwt", keys: { _tag: "Inline", jwks: r.jwks } }
+    : { method: "private_key_jwt", keys: { _tag: "Uri", uri: r.jwks_uri! } }
+
+/** The record's authentication members (none of them for a secret client, as files were written before). */
+const authRecord = (c: StoredClient) =>
+  c.auth.method === "client_secret_basic"
+    ? { secret_hash: encodeSecretHash(c.secretHash!) }
+    : {
+      token_endpoint_auth_method: c.auth.method,
+      ...(c.auth.keys._tag === "Inline" ? { jwks: c.auth.keys.jwks } : { jwks_uri: c.auth.keys.uri })
+    }
 
 const uniqueClientIds = Schema.makeFilter((clients: ReadonlyArray<typeof ClientRecord.Type>) => {
   const seen = new Set<string>()
@@ -68,10 +100,11 @@ export const loadClients = (pepper: Pepper) => (content: ClientsFile): Effect.Ef
       clientId: r.client_id,
       name: r.name,
       scopes: canonicalScopes(r.scopes),
-      secretHash: decodeSecretHash(r.secret_hash)!, // checked by SecretHash
+      secretHash: r.secret_hash === undefined ? undefined : decodeSecretHash(r.secret_hash)!, // checked by SecretHash
       status: r.status,
       createdAt: r.created_at,
-      rotatedAt: r.rotated_at ?? undefined
+      rotatedAt: r.rotated_at ?? undefined,
+      auth: authOf(r)
     })
   }
   return Effect.succeed({ clients })
@@ -84,7 +117,7 @@ export const storeClients = (pepper: Pepper) => (snapshot: Snapshot): ClientsFil
     client_id: c.clientId,
     name: c.name,
     scopes: c.scopes,
-    secret_hash: encodeSecretHash(c.secretHash),
+    ...authRecord(c),
     status: c.status,
     created_at: c.createdAt,
     rotated_at: c.rotatedAt ?? null

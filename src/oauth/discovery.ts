@@ -4,7 +4,7 @@
  * from, and oauth4webapi compares the JWT `iss` with it as a plain string. Paths come from the contract.
  */
 import { Api } from "../api/Api.ts"
-import { type AuthorizationServerMetadata, Scopes } from "../api/schemas.ts"
+import { type AuthorizationServerMetadata, ClientAssertionAlgorithms, Scopes, TokenEndpointAuthMethods } from "../api/schemas.ts"
 import { documentPaths } from "../http/documentRoutes.ts"
 
 const endpoints = Api.groups.oauth.endpoints
@@ -16,7 +16,9 @@ export const discoveryDocument = (config: { readonly publicBaseUrl: string }): t
   scopes_supported: [...Scopes],
   // Explicit: the RFC 8414 default would be ["authorization_code", "implicit"].
   grant_types_supported: ["client_credentials"],
-  token_endpoint_auth_methods_supported: ["client_secret_basic"],
+  token_endpoint_auth_methods_supported: [...TokenEndpointAuthMethods],
+  // What a private_key_jwt client may sign its assertions with (RFC 8414 §2).
+  token_endpoint_auth_signing_alg_values_supported: [...ClientAssertionAlgorithms],
   // RFC 8414 §2 makes this member REQUIRED, yet no response type applies: client credentials never uses
   // the authorization endpoint. An empty list states exactly that (§3.2's "omit empty claims" conflicts;
   // we follow §2 so that strict validators find the member).

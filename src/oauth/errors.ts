@@ -30,11 +30,35 @@ export class ClientRevoked extends Data.TaggedError("ClientRevoked")<{ readonly 
 }
 
 /**
- * Client authentication failed. `reason` is for logs and metrics only: the wire answer is the same
- * `invalid_client` for all three, so that callers cannot tell which ids exist.
+ * Why a client authentication failed. For logs and metrics only: the wire answer is the same
+ * `invalid_client` whatever the reason, so that callers learn neither which ids exist nor which check
+ * refused an assertion.
  */
+export type ClientAuthFailure =
+  | "unknown_client"
+  | "wrong_secret"
+  | "revoked"
+  /** The client is registered for the other method (a secret for a key client, or the reverse). */
+  | "wrong_method"
+  // private_key_jwt (RFC 7523 §3): the assertion's type, form, algorithm, key, signature, claims, reuse.
+  | "assertion_type"
+  | "malformed_assertion"
+  | "assertion_alg"
+  | "issuer_subject"
+  | "client_id_mismatch"
+  | "unknown_kid"
+  | "bad_signature"
+  | "audience"
+  | "expired"
+  | "exp_too_far"
+  | "iat_in_future"
+  | "missing_claim"
+  | "replayed_jti"
+  /** The client's jwks_uri could not be fetched, or may not be (address refused, http in production). */
+  | "jwks_unavailable"
+
 export class ClientAuthFailed extends Data.TaggedError("ClientAuthFailed")<{
-  readonly reason: "unknown_client" | "wrong_secret" | "revoked"
+  readonly reason: ClientAuthFailure
 }> {}
 
 export type InvalidTokenReason =

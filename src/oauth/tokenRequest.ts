@@ -36,8 +36,9 @@ export const isFormContentType = (contentType: string | undefined): boolean => {
 }
 
 /**
- * Client authentication in the body: not supported, and never next to Basic (one method, §2.3), except
- * a `client_id` naming the Basic client, which some client libraries send (C6).
+ * Client credentials in the body: a client assertion (private_key_jwt, RFC 7523 §2.2), never next to
+ * Basic (one method, §2.3), except a `client_id` naming the client, which client libraries send (C6).
+ * A `client_secret` in the body (client_secret_post) is not supported.
  */
 const BODY_CREDENTIALS = ["client_id", "client_secret", "client_assertion", "client_assertion_type"] as const
 
@@ -52,6 +53,8 @@ interface TokenForm {
   readonly bodyCredentials: ReadonlyArray<string>
   /** The body's `client_id`, decoded. */
   readonly clientId: string | undefined
+  readonly clientAssertionType: string | undefined
+  readonly clientAssertion: string | undefined
 }
 
 export type FormParse =
@@ -85,7 +88,9 @@ export const parseTokenForm = (body: string): FormParse => {
       grantType: values.get("grant_type")?.[0],
       scope: values.get("scope")?.[0],
       bodyCredentials: BODY_CREDENTIALS.filter((name) => values.has(name)),
-      clientId: values.get("client_id")?.[0]
+      clientId: values.get("client_id")?.[0],
+      clientAssertionType: values.get("client_assertion_type")?.[0],
+      clientAssertion: values.get("client_assertion")?.[0]
     }
   }
 }

@@ -14,6 +14,9 @@
  *                                                      a simulated clock; CoinGecko credits spent per plan
  *   npm run bench -- --month-real [--minutes 10]       the same traffic on a real clock against `npm start` (monthRealMode.ts)
  *   npm run bench -- --way [--root DIR]                the files, cross-file hops and back and forth of one cold rates request (wayMode.ts)
+ *   npm run bench -- --token [--root DIR] [--runs N]   POST /oauth/token: a secret client, a private_key_jwt client, and
+ *                                                      both alternated (tokenMode.ts; --root: another checkout's service;
+ *                                                      --compare DIR: the secret method here and there, in turn)
  *
  * Options: --duration S (10)  --warmup S (2)  --connections N (32)  --threads N (1)
  *          --scenarios health,rates,invalid,malformed,notfound,method (all)  --requests N  --cpu-prof
@@ -59,6 +62,7 @@ import { runRedisMode } from "./redisMode.ts"
 import { runMonthMode } from "./monthMode.ts"
 import { runMonthRealMode } from "./monthRealMode.ts"
 import { runRefreshMode } from "./refreshMode.ts"
+import { runTokenMode } from "./tokenMode.ts"
 import { runWayMode } from "./wayMode.ts"
 import { cpuMs, loadAverage, readMem, resetPeak, RssSampler } from "./system.ts"
 import { startUpstream } from "./upstream.ts"
@@ -147,6 +151,7 @@ const main = async () => {
   if (process.argv.includes("--month")) return void (await runMonthMode(process.argv.slice(2)))
   if (process.argv.includes("--month-real")) return runMonthRealMode(process.argv.slice(2))
   if (process.argv.includes("--way")) return runWayMode(process.argv.slice(2))
+  if (process.argv.includes("--token")) return runTokenMode(process.argv.slice(2))
   const opts = parseOptions(process.argv.slice(2))
   const cpus = availableParallelism()
   const wrkV = wrkVersion()

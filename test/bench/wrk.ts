@@ -68,35 +68,43 @@ export const wrkScript = (scenarios: ReadonlyArray<ScenarioDef>, stopAfterPerThr
       "end"
     )
   }
-  lines.push(
-    "done = function(summary, latency, requests)",
-    "  local e = summary.errors",
-    "  io.write(string.format('BENCH_JSON {\"requests\":%.0f,\"duration_us\":%.0f,\"bytes\":%.0f,' ..",
-    "    '\"errors\":{\"connect\":%.0f,\"read\":%.0f,\"write\":%.0f,\"status\":%.0f,\"timeout\":%.0f},' ..",
-    "    '\"latency_us\":{\"mean\":%.3f,\"max\":%.0f,\"p50\":%.0f,\"p90\":%.0f,\"p99\":%.0f,\"p999\":%.0f}}\\n',",
-    "    summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.status, e.timeout,",
-    "    latency.mean, latency.max, latency:percentile(50), latency:percentile(90), latency:percentile(99),",
-    "    latency:percentile(99.9)))",
-    "end"
-  )
+  lines.push(...summaryLines)
   return `${lines.join("\n")}\n`
 }
+
+/** wrk's `done`: the run's summary as one `BENCH_JSON {...}` line, which `runScript` reads. */
+export const summaryLines = [
+  "done = function(summary, latency, requests)",
+  "  local e = summary.errors",
+  "  io.write(string.format('BENCH_JSON {\"requests\":%.0f,\"duration_us\":%.0f,\"bytes\":%.0f,' ..",
+  "    '\"errors\":{\"connect\":%.0f,\"read\":%.0f,\"write\":%.0f,\"status\":%.0f,\"timeout\":%.0f},' ..",
+  "    '\"latency_us\":{\"mean\":%.3f,\"max\":%.0f,\"p50\":%.0f,\"p90\":%.0f,\"p99\":%.0f,\"p999\":%.0f}}\\n',",
+  "    summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.status, e.timeout,",
+  "    latency.mean, latency.max, latency:percentile(50), latency:percentile(90), latency:percentile(99),",
+  "    latency:percentile(99.9)))",
+  "end"
+]
 
 export const runWrk = async (opts: WrkOptions, tmp: string, run: WrkRun): Promise<WrkResult> => {
   const perThread = run.stopAfter === undefined ? undefined : Math.ceil(run.stopAfter / opts.threads)
   const script = join(tmp, `${run.scenarios.map((s) => s.name).join("+")}-${perThread ?? "d"}.lua`)
   writeFileSync(script, wrkScript(run.scenarios, perThread))
+  return runScript(opts, script, `http://${HOST}:${run.port}${run.scenarios[0]!.path}`, run.seconds, perThread)
+}
+
+/** Runs wrk with a script ending in `summaryLines` against `url` for `seconds` (or until each thread saw `perThread` responses). */
+export const runScript = async (opts: WrkOptions, script: string, url: string, seconds: number, perThread?: number): Promise<WrkResult> => {
   const connections = Math.max(opts.connections, opts.threads)
   const argv = pinned(opts.loadCpus, [
     "wrk",
     `-t${opts.threads}`,
     `-c${connections}`,
-    `-d${run.seconds}s`,
+    `-d${seconds}s`,
     "--timeout",
     "10s",
     "-s",
     script,
-    `http://${HOST}:${run.port}${run.scenarios[0]!.path}`
+    url
   ])
   const child = track(spawn(argv[0]!, argv.slice(1), { stdio: ["ignore", "pipe", "pipe"] }))
   const out = tail(child.stdout, 65_536)
@@ -109,7 +117,7 @@ export const runWrk = async (opts: WrkOptions, tmp: string, run: WrkRun): Promis
     })
   }
   // wrk stops itself after -d; the watchdog only guards against a wedged generator.
-  const watchdog = setTimeout(() => child.kill("SIGKILL"), (run.seconds + 30) * 1000)
+  const watchdog = setTimeout(() => child.kill("SIGKILL"), (seconds + 30) * 1000)
   const code = await new Promise<number | null>((done) => child.once("exit", (c) => done(c)))
   clearTimeout(watchdog)
   const line = out().split("\n").find((l) => l.startsWith("BENCH_JSON "))

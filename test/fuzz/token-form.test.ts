@@ -8,6 +8,7 @@
  */
 import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { JwtBearerAssertionType } from "../../src/api/schemas.ts"
 import { testClients } from "../support/app.ts"
 import { oddUnicode } from "./support/arbitraries.ts"
 import { expectNoViolations, type FuzzTarget, fuzzParams, startFuzzTarget } from "./support/harness.ts"
@@ -23,6 +24,7 @@ const KNOWN_PARAMETERS = ["grant_type", "scope", "client_id", "client_secret", "
 /** The test app's client with every scope (test/support/app.ts). */
 const ALL = { clientId: "svc-all", secret: "secret-all", scopes: testClients.find((c) => c.clientId === "svc-all")!.scopes }
 const b64 = (s: string | Buffer) => Buffer.from(s).toString("base64")
+const b64url = (o: unknown) => Buffer.from(JSON.stringify(o)).toString("base64url")
 
 /** Form-encodes (RFC 6749 App. B) with some characters needlessly %-escaped: still the same value. */
 const formEncode = (value: string, escapeAlso: ReadonlyArray<number> = [], lowerHex = false) =>
@@ -98,7 +100,12 @@ const bodyCredentialParams = fc.oneof(
     [["client_id", "svc-all"]],
     [["client_id", "svc-health"]],
     [["client_secret", "secret-all"]],
-    [["client_id", "svc-all"], ["client_secret", "secret-all"]]
+    [["client_id", "svc-all"], ["client_secret", "secret-all"]],
+    // private_key_jwt attempts (issue 34): an unsigned assertion naming the client, junk, half of the pair.
+    [["client_assertion_type", JwtBearerAssertionType], ["client_assertion", `${b64url({ alg: "none" })}.${b64url({ iss: "svc-all", sub: "svc-all" })}.`]],
+    [["client_assertion_type", JwtBearerAssertionType], ["client_assertion", "not.a.jwt"], ["client_id", "svc-all"]],
+    [["client_assertion", "eyJhbGciOiJIUzI1NiJ9.e30.c2ln"]],
+    [["client_assertion_type", JwtBearerAssertionType]]
   )
 )
 
@@ -178,6 +185,7 @@ describe("POST /oauth/token form variants", () => {
           const present = (name: string) => form.getAll(name).filter((v) => v !== "")
           expect(present("grant_type"), context).toEqual(["client_credentials"])
           expect(present("client_secret"), context).toEqual([])
+          expect(present("client_assertion"), context).toEqual([])
           expect(present("client_id").every((id) => id === ALL.clientId), context).toBe(true)
           const requested = present("scope")
           expect(requested.length, context).toBeLessThanOrEqual(1)

@@ -114,7 +114,8 @@ describe("discoveryDocument", () => {
       jwks_uri: `${BASE}/.well-known/jwks.json`,
       scopes_supported: ["health:read", "rates:read", "subscriptions:write"],
       grant_types_supported: ["client_credentials"],
-      token_endpoint_auth_methods_supported: ["client_secret_basic"],
+      token_endpoint_auth_methods_supported: ["client_secret_basic", "private_key_jwt"],
+      token_endpoint_auth_signing_alg_values_supported: ["RS256", "PS256", "ES256", "EdDSA", "Ed25519"],
       response_types_supported: [],
       service_documentation: `${BASE}/docs`
     })

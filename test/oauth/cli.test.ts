@@ -1,4 +1,4 @@
-import { spawnSync } from "node:child_process"
+import { execFile, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -6,7 +6,9 @@ import { Effect, Exit, Redacted } from "effect"
 import * as jose from "jose"
 import { afterAll, describe, expect, it } from "vitest"
 import { ClientRegistry } from "../../src/oauth/ClientRegistry.ts"
-import { eventually, fileRuntime, tmpDataDir } from "./helpers.ts"
+import { TokenEndpoint } from "../../src/oauth/TokenEndpoint.ts"
+import { assertionFor, assertionForm, type ClientKey, jwksOf, makeKey, serveJwks } from "./assertionKit.ts"
+import { eventually, FORM, fileRuntime, tmpDataDir } from "./helpers.ts"
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 const DATA_DIR = tmpDataDir()
@@ -21,6 +23,16 @@ const cli = (args: ReadonlyArray<string>, env: Record<string, string> = {}) => {
   })
   return { code: res.status, stdout: res.stdout, stderr: res.stderr }
 }
+
+const cliAsync = (args: ReadonlyArray<string>) =>
+  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    execFile(process.execPath, ["src/cli/clients.ts", ...args], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? "", DATA_DIR },
+      encoding: "utf8",
+      timeout: 20_000
+    }, (error, stdout, stderr) => resolve({ code: error === null ? 0 : (typeof error.code === "number" ? error.code : null), stdout, stderr }))
+  })
 
 // A "server" running on the same DATA_DIR while the CLI edits it.
 const server = fileRuntime(DATA_DIR)
@@ -62,12 +74,14 @@ describe("src/cli/clients.ts", () => {
       client_id: clientId,
       name: "Partner A",
       scopes: ["health:read", "rates:read"],
+      token_endpoint_auth_method: "client_secret_basic",
       status: "active",
       created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/),
       rotated_at: null
     })
     expect(res.stdout).not.toContain(secret)
-    expect(res.stdout).not.toMatch(/hash|secret|hmac/i)
+    // The method's RFC 7591 name is the one place the word may appear.
+    expect(res.stdout.replaceAll('"client_secret_basic"', "")).not.toMatch(/hash|secret|hmac/i)
   })
 
   it("rotate prints a new secret; the old one stops working", async () => {
@@ -145,5 +159,78 @@ describe("src/cli/clients.ts", () => {
     const res = cli(["list"], { OAUTH_SECRET_PEPPER: "short" })
     expect(res.code).toBe(1)
     expect(res.stderr).toContain("OAUTH_SECRET_PEPPER")
+  })
+})
+
+describe("src/cli/clients.ts: private_key_jwt clients (issue 34)", () => {
+  const token = (clientId: string, key: ClientKey) =>
+    Effect.promise(() => assertionFor(key, clientId, { nowMs: Date.now(), audience: "https://api.example.test" })).pipe(
+      Effect.flatMap((assertion) =>
+        Effect.flatMap(TokenEndpoint, (endpoint) =>
+          endpoint.handle({ authorization: undefined, contentType: FORM, body: assertionForm(assertion), clientIp: "192.0.2.1" }))),
+      Effect.map((res) => res.status),
+      (effect) => server.runPromise(effect)
+    )
+  const jwksFile = (jwks: unknown) => {
+    const file = path.join(tmpDataDir(), "jwks.json")
+    fs.writeFileSync(file, JSON.stringify(jwks))
+    return file
+  }
+  let clientId = ""
+  let ec: ClientKey
+  let rsa: ClientKey
+
+  it("create --jwks-file registers a key client, shows its key ids (a thumbprint for a key without kid), and the server accepts it", async () => {
+    ;[ec, rsa] = [await makeKey("ES256", "ec-1"), await makeKey("RS256")]
+    const { kid: _, ...rsaWithoutKid } = rsa.publicJwk
+    const res = cli(["create", "--name", "Keyed", "--scope", "rates:read", "--jwks-file", jwksFile({ keys: [ec.publicJwk, rsaWithoutKid] })])
+    expect(res.code).toBe(0)
+    const created = JSON.parse(res.stdout)
+    clientId = created.client_id
+    const thumbprint = await jose.calculateJwkThumbprint(rsaWithoutKid)
+    expect(created).toEqual({ client_id: clientId, token_endpoint_auth_method: "private_key_jwt", kids: ["ec-1", thumbprint] })
+    expect(await eventually(async () => (await token(clientId, ec)) === 200)).toBe(true)
+    expect(await token(clientId, { ...rsa, kid: thumbprint })).toBe(200)
+  })
+
+  it("create --jwks-uri fetches the published keys first and shows their ids; list shows each client's method", async () => {
+    const published = await serveJwks(jwksOf(rsa))
+    try {
+      // Not spawnSync: this process serves the jwks_uri meanwhile.
+      const res = await cliAsync(["create", "--name", "By URI", "--scope", "rates:read", "--auth-method", "private_key_jwt", "--jwks-uri", published.url])
+      expect(res.code).toBe(0)
+      const created = JSON.parse(res.stdout)
+      expect(created).toMatchObject({ token_endpoint_auth_method: "private_key_jwt", jwks_uri: published.url, kids: [rsa.kid] })
+      const listed = JSON.parse(cli(["list"]).stdout) as Array<Record<string, unknown>>
+      expect(listed.find((c) => c.client_id === created.client_id)).toMatchObject({ token_endpoint_auth_method: "private_key_jwt", jwks_uri: published.url })
+      expect(listed.find((c) => c.client_id === clientId)).toMatchObject({ token_endpoint_auth_method: "private_key_jwt", kids: ["ec-1", expect.any(String)] })
+    } finally {
+      await published.close()
+    }
+  })
+
+  it("rotate ID --jwks-file replaces the keys: the old key stops working, the new one works", async () => {
+    const fresh = await makeKey("EdDSA", "ed-2")
+    const res = cli(["rotate", clientId, "--jwks-file", jwksFile(jwksOf(fresh))])
+    expect(res.code).toBe(0)
+    expect(JSON.parse(res.stdout)).toEqual({ client_id: clientId, token_endpoint_auth_method: "private_key_jwt", kids: ["ed-2"] })
+    expect(await eventually(async () => (await token(clientId, fresh)) === 200)).toBe(true)
+    expect(await token(clientId, ec)).toBe(401)
+  })
+
+  it.each([
+    ["a private key in the JWKS", () => ["--jwks-file", jwksFile({ keys: [{ kty: "EC", crv: "P-256", x: "AA", y: "AA", d: "AA" }] })], 2, "private"],
+    ["both --jwks-file and --jwks-uri", () => ["--jwks-file", jwksFile(jwksOf(ec)), "--jwks-uri", "https://example.test/jwks"], 2, "one of --jwks-file and --jwks-uri"],
+    ["--auth-method client_secret_basic with keys", () => ["--auth-method", "client_secret_basic", "--jwks-file", jwksFile(jwksOf(ec))], 2, "--auth-method"],
+    ["a jwks_uri that cannot be fetched", () => ["--jwks-uri", "http://127.0.0.1:9/jwks.json"], 1, "nothing was registered"]
+  ])("create refuses %s", (_, extra, code, message) => {
+    const res = cli(["create", "--name", "Refused", "--scope", "rates:read", ...extra()])
+    expect(res.code).toBe(code)
+    expect(res.stdout).toBe("")
+    expect(res.stderr).toContain(message)
+  })
+
+  it("none of the refused creations registered anything", () => {
+    expect(cli(["list"]).stdout).not.toContain("Refused")
   })
 })

@@ -2,11 +2,13 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Clock, Duration, Effect, Layer, ManagedRuntime } from "effect"
 import { afterAll } from "vitest"
 import { AppConfig } from "../../src/config/AppConfig.ts"
 import { configFrom, type Env } from "../support/config.ts"
-import type { CreateClientInput } from "../../src/oauth/ClientRegistry.ts"
+import type { CreateClientInput, CreateKeyClientInput } from "../../src/oauth/ClientRegistry.ts"
+import type { RemoteJwks } from "../../src/oauth/jwksUri/RemoteJwks.ts"
 import { OAuth } from "../../src/oauth/OAuth.ts"
 
 export const BASE = "https://api.example.test"
@@ -56,10 +58,12 @@ export const makeFakeClock = (startMs = Date.UTC(2026, 10, 22, 10, 0, 0)) => {
 
 /** In-memory OAuth core (as the HTTP tests will use it), optionally on a fake clock. */
 export const memoryRuntime = (options: {
-  readonly clients?: ReadonlyArray<CreateClientInput>
+  readonly clients?: ReadonlyArray<CreateClientInput | CreateKeyClientInput>
   readonly maxFailuresPerMinute?: number
   readonly clock?: ReturnType<typeof makeFakeClock>
   readonly env?: Env
+  /** Where jwks_uri may be fetched from, and how names resolve. */
+  readonly jwks?: Parameters<typeof RemoteJwks.layerTest>[0]
 } = {}) => {
   const core = OAuth.layerTest(options).pipe(Layer.provideMerge(appConfigLayer(options.env)))
   return ManagedRuntime.make(options.clock === undefined ? core : core.pipe(Layer.provideMerge(options.clock.layer)))
@@ -67,7 +71,11 @@ export const memoryRuntime = (options: {
 
 /** File-backed OAuth core on `dataDir`, like production, with OAUTH_* variables from `env`. */
 export const fileRuntime = (dataDir: string, env: Env = {}, clock?: ReturnType<typeof makeFakeClock>) => {
-  const core = OAuth.layer.pipe(Layer.provideMerge(AppConfig.layer), Layer.provide(configFrom(testEnv({ DATA_DIR: dataDir, ...env }))))
+  const core = OAuth.layer.pipe(
+    Layer.provideMerge(AppConfig.layer),
+    Layer.provide(NodeHttpClient.layerUndici),
+    Layer.provide(configFrom(testEnv({ DATA_DIR: dataDir, ...env })))
+  )
   return ManagedRuntime.make(clock === undefined ? core : core.pipe(Layer.provideMerge(clock.layer)))
 }
 

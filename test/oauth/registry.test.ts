@@ -4,6 +4,7 @@ import * as path from "node:path"
 import { Effect, Exit, Redacted } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import { ClientRegistry } from "../../src/oauth/ClientRegistry.ts"
+import { jwksOf, makeKey } from "./assertionKit.ts"
 import { eventually, fileRuntime, memoryRuntime, SPECIAL_ID, SPECIAL_SECRET, tmpDataDir } from "./helpers.ts"
 
 type Runtime = ReturnType<typeof fileRuntime>
@@ -58,7 +59,10 @@ describe("ClientRegistry (file)", () => {
     const b = await Effect.runPromise(reg.create({ name: "B", scopes: ["subscriptions:write"] }))
     const listed = await Effect.runPromise(reg.list())
     expect(listed.map((c) => c.clientId).sort()).toEqual([a.client.clientId, b.client.clientId].sort())
-    for (const c of listed) expect(Object.keys(c).sort()).toEqual(["clientId", "createdAt", "name", "rotatedAt", "scopes", "status"])
+    for (const c of listed) {
+      expect(Object.keys(c).sort()).toEqual(["auth", "clientId", "createdAt", "name", "rotatedAt", "scopes", "status"])
+      expect(c.auth).toEqual({ method: "client_secret_basic" })
+    }
 
     const rotated = await Effect.runPromise(reg.rotate(a.client.clientId))
     expect(Redacted.value(rotated.clientSecret)).not.toBe(Redacted.value(a.clientSecret))
@@ -196,6 +200,89 @@ describe("ClientRegistry (file)", () => {
     )
     expect(await Effect.runPromise(one.list())).toHaveLength(20)
     expect(fs.readdirSync(path.join(dir, "oauth")).sort()).toEqual(["clients.json", "pepper", "signing-keys.json"])
+  })
+})
+
+describe("ClientRegistry: private_key_jwt clients (issue 34)", () => {
+  it("stores a key client's public keys (no secret, no hash), reloads them, and never authenticates it by secret", async () => {
+    const dir = tmpDataDir()
+    const key = await makeKey("ES256", "k1")
+    const reg = await registry(open(dir))
+    const client = await Effect.runPromise(reg.createWithKeys({ name: "Keyed", scopes: ["rates:read"], keys: { jwks: jwksOf(key) } }))
+    expect(client.auth).toEqual({ method: "private_key_jwt", keys: { _tag: "Inline", jwks: { keys: [{ ...key.publicJwk }] } } })
+    const stored = JSON.parse(fs.readFileSync(path.join(dir, "oauth", "clients.json"), "utf8")).clients[0]
+    expect(stored.token_endpoint_auth_method).toBe("private_key_jwt")
+    expect(stored.secret_hash).toBeUndefined()
+    const failure = await Effect.runPromise(Effect.flip(reg.authenticate(client.clientId, secretOf(""))))
+    expect(failure.reason).toBe("wrong_method")
+    // A restart reads the same keys.
+    const again = await registry(open(dir))
+    expect((await Effect.runPromise(again.get(client.clientId)))?.auth).toEqual(client.auth)
+  })
+
+  it("a registry written before private_key_jwt (no method member) holds secret clients", async () => {
+    const dir = tmpDataDir()
+    const reg = await registry(open(dir))
+    const issued = await Effect.runPromise(reg.create({ name: "Old", scopes: ["rates:read"] }))
+    const file = JSON.parse(fs.readFileSync(path.join(dir, "oauth", "clients.json"), "utf8"))
+    expect(Object.keys(file.clients[0]).sort()).toEqual(["client_id", "created_at", "name", "rotated_at", "scopes", "secret_hash", "status"])
+    expect(await authOk(open(dir), issued.client.clientId, Redacted.value(issued.clientSecret))).toBe(true)
+  })
+
+  it("refuses a key client record with a secret hash, or with both jwks and jwks_uri", async () => {
+    const dir = tmpDataDir()
+    const reg = await registry(open(dir))
+    await Effect.runPromise(reg.createWithKeys({ name: "K", scopes: ["rates:read"], keys: { jwksUri: "https://keys.example/jwks" } }))
+    const issued = await Effect.runPromise(reg.create({ name: "S", scopes: ["rates:read"] }))
+    const file = path.join(dir, "oauth", "clients.json")
+    const stored = JSON.parse(fs.readFileSync(file, "utf8"))
+    const [keyed, secret] = stored.clients
+    for (const content of [
+      { ...stored, clients: [{ ...keyed, secret_hash: secret.secret_hash }, secret] },
+      { ...stored, clients: [{ ...keyed, jwks: { keys: [(await makeKey("ES256")).publicJwk] } }, secret] },
+      { ...stored, clients: [keyed, { ...secret, token_endpoint_auth_method: "private_key_jwt" }] }
+    ]) {
+      fs.writeFileSync(file, JSON.stringify(content))
+      const exit = await fileRuntime(dir).runPromiseExit(ClientRegistry)
+      expect(JSON.stringify(exit)).toContain("private_key_jwt client has either jwks or jwks_uri")
+    }
+    expect(issued.client.auth.method).toBe("client_secret_basic")
+  })
+
+  it("replaces a key client's keys; refuses a secret rotation for it, and new keys for a secret client", async () => {
+    const reg = await registry(open(tmpDataDir()))
+    const client = await Effect.runPromise(reg.createWithKeys({ name: "K", scopes: ["rates:read"], keys: { jwks: jwksOf(await makeKey("ES256")) } }))
+    const replaced = await Effect.runPromise(reg.replaceKeys(client.clientId, { jwksUri: "https://keys.example/jwks" }))
+    expect(replaced.auth).toEqual({ method: "private_key_jwt", keys: { _tag: "Uri", uri: "https://keys.example/jwks" } })
+    const rotation = await Effect.runPromise(Effect.flip(reg.rotate(client.clientId)))
+    expect(rotation).toMatchObject({ _tag: "InvalidClientInput", field: "client_id" })
+    const secret = await Effect.runPromise(reg.create({ name: "S", scopes: ["rates:read"] }))
+    const keys = await Effect.runPromise(Effect.flip(reg.replaceKeys(secret.client.clientId, { jwksUri: "https://keys.example/jwks" })))
+    expect(keys).toMatchObject({ _tag: "InvalidClientInput" })
+  })
+
+  it.each([
+    ["no keys", { jwks: { keys: [] } }, "expected 1 to 20 keys"],
+    ["not a JWKS", { jwks: [1, 2] }, "expected a JWK Set"],
+    ["a symmetric key", { jwks: { keys: [{ kty: "oct", k: "c2VjcmV0" }] } }, "private or symmetric"],
+    ["an RSA key of 1024 bits", { jwks: { keys: [{ kty: "RSA", n: Buffer.alloc(128, 0xff).toString("base64url"), e: "AQAB" }] } }, "fewer than 2048 bits"],
+    ["a P-384 key", { jwks: { keys: [{ kty: "EC", crv: "P-384", x: "AA", y: "AA" }] } }, "must be a public signing key"],
+    ["an EC point off the curve", { jwks: { keys: [{ kty: "EC", crv: "P-256", x: Buffer.alloc(32, 1).toString("base64url"), y: Buffer.alloc(32, 2).toString("base64url") }] } }, "not a valid EC public key"],
+    ["an encryption key", { jwks: { keys: [{ kty: "OKP", crv: "Ed25519", x: "AA", use: "enc" }] } }, "must be a public signing key"],
+    ["a jwks_uri with credentials", { jwksUri: "https://user:pw@keys.example/jwks" }, "credentials"],
+    ["a jwks_uri that is not http(s)", { jwksUri: "file:///etc/passwd" }, "https"]
+  ])("refuses %s", async (_, keys, reason) => {
+    const reg = await registry(open(tmpDataDir()))
+    const failure = await Effect.runPromise(Effect.flip(reg.createWithKeys({ name: "K", scopes: ["rates:read"], keys })))
+    expect(failure._tag).toBe("InvalidClientInput")
+    expect(failure.message).toContain(reason)
+  })
+
+  it("refuses two keys with one kid", async () => {
+    const reg = await registry(open(tmpDataDir()))
+    const [a, b] = [await makeKey("ES256", "same"), await makeKey("RS256", "same")]
+    const failure = await Effect.runPromise(Effect.flip(reg.createWithKeys({ name: "K", scopes: ["rates:read"], keys: { jwks: jwksOf(a, b) } })))
+    expect(failure.message).toContain("repeats the kid")
   })
 })
 

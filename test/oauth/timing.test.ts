@@ -7,10 +7,15 @@ import { Effect, Redacted } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import { ClientRegistry } from "../../src/oauth/ClientRegistry.ts"
 import { TokenEndpoint } from "../../src/oauth/TokenEndpoint.ts"
-import { basic, FORM, median, memoryRuntime } from "./helpers.ts"
+import { assertionFor, assertionForm, jwksOf, makeKey } from "./assertionKit.ts"
+import { BASE, basic, FORM, median, memoryRuntime } from "./helpers.ts"
 
+const clientKey = await makeKey("ES256", "known-key")
 const runtime = memoryRuntime({
-  clients: [{ name: "Known", scopes: ["rates:read"], clientId: "known-client", secret: "the-real-secret" }],
+  clients: [
+    { name: "Known", scopes: ["rates:read"], clientId: "known-client", secret: "the-real-secret" },
+    { name: "Keyed", scopes: ["rates:read"], clientId: "known-keyed", keys: { jwks: jwksOf(clientKey) } }
+  ],
   maxFailuresPerMinute: 1_000_000
 })
 afterAll(() => runtime.dispose())
@@ -57,5 +62,16 @@ describe("constant-time client authentication", () => {
     const [unknown, known] = await medians([call(basic("no-such-client", secret)), call(basic("known-client", secret))], 200)
     // Tolerant: the check guards against gross differences (a slow path for one kind of id).
     expect(Math.abs(unknown! - known!)).toBeLessThan(Math.max(0.3 * Math.max(unknown!, known!), 0.05))
+  })
+
+  it("private_key_jwt: an unknown client and a known one with a bad signature have close medians (each costs one verification)", async () => {
+    const stranger = await makeKey("ES256", "known-key")
+    const call = (body: string) => () => Effect.runPromise(endpoint.handle({ authorization: undefined, contentType: FORM, body, clientIp: "127.0.0.1" }))
+    const forged = assertionForm(await assertionFor(stranger, "known-keyed", { nowMs: Date.now(), audience: BASE, claims: { exp: Math.floor(Date.now() / 1000) + 300 } }))
+    const unknown = assertionForm(await assertionFor(stranger, "no-such-keyed", { nowMs: Date.now(), audience: BASE, claims: { exp: Math.floor(Date.now() / 1000) + 300 } }))
+    expect((await call(forged)()).outcome.reason).toBe("bad_signature")
+    expect((await call(unknown)()).outcome.reason).toBe("unknown_client")
+    const [unknownMs, knownMs] = await medians([call(unknown), call(forged)], 200)
+    expect(Math.abs(unknownMs! - knownMs!)).toBeLessThan(Math.max(0.3 * Math.max(unknownMs!, knownMs!), 0.05))
   })
 })

@@ -1,11 +1,13 @@
 /**
- * The typed client's `requestToken`: client credentials sent as HTTP Basic (RFC 6749 §2.3.1), every
- * token-endpoint error back as a typed `OAuthError` (`_tag`), Retry-After of a 429 included.
+ * The typed client's `requestToken`: client credentials sent as HTTP Basic (RFC 6749 §2.3.1), or a client
+ * assertion signed with the client's private key (private_key_jwt, RFC 7523), every token-endpoint error
+ * back as a typed `OAuthError` (`_tag`), Retry-After of a 429 included.
  */
 import { Effect } from "effect"
 import { FetchHttpClient } from "effect/http"
+import * as jose from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type ApiClientOptions, makeApiClient, OAuthError } from "../../src/client.ts"
+import { type ApiClientOptions, makeApiClient, OAuthError, type PrivateKeyCredentials } from "../../src/client.ts"
 import { startTestApp, type TestApp } from "../support/app.ts"
 
 let app: TestApp
@@ -77,5 +79,49 @@ describe("typed client: requestToken", () => {
     )
     const decoded = atob(seen[0]!.replace(/^Basic /, ""))
     expect(decoded).toBe("a+b%3Ac:p%26ss%2Bw%C3%B6rd")
+  })
+})
+
+describe("typed client: requestToken for a private_key_jwt client (issue 34)", () => {
+  let keyed: TestApp
+  const keys = new Map<string, { privateKey: CryptoKey; privateJwk: JsonWebKey }>()
+  beforeAll(async () => {
+    const jwks: Array<jose.JWK> = []
+    for (const alg of ["ES256", "RS256", "PS256", "Ed25519"] as const) {
+      const pair = await jose.generateKeyPair(alg, { extractable: true })
+      keys.set(alg, { privateKey: pair.privateKey, privateJwk: await jose.exportJWK(pair.privateKey) as JsonWebKey })
+      jwks.push({ ...(await jose.exportJWK(pair.publicKey)), kid: alg })
+    }
+    keyed = await startTestApp({ oauthClients: [{ name: "Keyed", clientId: "svc-keyed", scopes: ["rates:read"], keys: { jwks: { keys: jwks } } }] })
+  })
+  afterAll(() => keyed?.close())
+
+  const keyedToken = (credentials: Omit<PrivateKeyCredentials, "clientId">) =>
+    Effect.runPromise(
+      Effect.flatMap(makeApiClient({ baseUrl: keyed.url, clientCredentials: { clientId: "svc-keyed", ...credentials } }), (api) =>
+        api.requestToken({ payload: { grant_type: "client_credentials" } })).pipe(
+          Effect.map((token) => ({ ok: token, error: undefined })),
+          Effect.catchTags({ OAuthError: (error) => Effect.succeed({ ok: undefined, error }), ClientAssertionError: (error) => Effect.succeed({ ok: undefined, error }) }),
+          Effect.provide(FetchHttpClient.layer)
+        )
+    )
+
+  it.each(["ES256", "RS256", "PS256", "Ed25519"])("signs an assertion with a %s CryptoKey or private JWK; aud the service's issuer", async (alg) => {
+    const { privateKey, privateJwk } = keys.get(alg)!
+    const audience = "https://api.example.test" // the test app's PUBLIC_BASE_URL, not where it listens
+    const viaKey = await keyedToken({ privateKey, kid: alg, audience, ...(alg === "PS256" ? { alg: "PS256" } : {}) })
+    expect(viaKey.ok?.scope).toBe("rates:read")
+    const viaJwk = await keyedToken({ privateKey: privateJwk, kid: alg, audience, ...(alg === "PS256" ? { alg: "PS256" } : {}) })
+    expect(viaJwk.ok?.scope).toBe("rates:read")
+  })
+
+  it("a key of another client, or the wrong audience, is OAuthError invalid_client; an unusable key ClientAssertionError", async () => {
+    const other = await jose.generateKeyPair("ES256")
+    expect((await keyedToken({ privateKey: other.privateKey, kid: "ES256", audience: "https://api.example.test" })).error)
+      .toMatchObject({ _tag: "OAuthError", error: "invalid_client", status: 401 })
+    expect((await keyedToken({ privateKey: keys.get("ES256")!.privateKey, kid: "ES256" })).error)
+      .toMatchObject({ _tag: "OAuthError", error: "invalid_client" })
+    const p384 = await jose.generateKeyPair("ES384")
+    expect((await keyedToken({ privateKey: p384.privateKey })).error).toMatchObject({ _tag: "ClientAssertionError" })
   })
 })

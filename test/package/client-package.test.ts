@@ -9,6 +9,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFil
 import { tmpdir } from "node:os"
 import { delimiter, dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
+import * as jose from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startTestApp, type TestApp } from "../support/app.ts"
 
@@ -68,6 +69,12 @@ const program = Effect.gen(function*() {
   const token = yield* api.requestToken({ payload: { grant_type: "client_credentials", scope: "rates:read" } })
   const authed = yield* makeApiClient({ baseUrl, accessToken: token.access_token })
   const rates = yield* authed.getHistoricalExchangeRates({ payload: { cryptos: ["BTC"], days: 3 } })
+  // A private_key_jwt client: its private JWK signs a client assertion (Web Crypto), no secret anywhere.
+  const privateKey = JSON.parse(process.argv[3]!) as JsonWebKey
+  // aud: the service's issuer (the test server's PUBLIC_BASE_URL; by default the baseUrl).
+  const audience = "https://api.example.test"
+  const keyed = yield* makeApiClient({ baseUrl, clientCredentials: { clientId: "svc-keyed", privateKey, kid: "package-key", audience } })
+  const keyedToken = yield* keyed.requestToken({ payload: { grant_type: "client_credentials", scope: "rates:read" } })
   const wrong = yield* makeApiClient({ baseUrl, clientCredentials: { clientId: "svc-all", clientSecret: "wrong" } })
   const refused = yield* wrong.requestToken({ payload: { grant_type: "client_credentials" } }).pipe(
     Effect.map(() => "issued"),
@@ -84,7 +91,7 @@ const program = Effect.gen(function*() {
   const priced: ReadonlyArray<"coingecko" | "coinbase"> = rates.rates.map((rate) => rate.sources.price)
   const observed: ReadonlyArray<string> = rates.rates.map((rate) => rate.asOf)
   const answerSource: "coingecko" | "coinbase" | "mixed" = rates.source
-  return { node: process.version, health: health.status, scope: token.scope, points: rates.rates[0]?.series.length, sources, priced, observed, answerSource, refused, problem }
+  return { node: process.version, health: health.status, scope: token.scope, keyedScope: keyedToken.scope, points: rates.rates[0]?.series.length, sources, priced, observed, answerSource, refused, problem }
 })
 Effect.runPromise(program.pipe(Effect.provide(FetchHttpClient.layer))).then(
   (result) => console.log(JSON.stringify(result)),
@@ -120,8 +127,12 @@ const timed = <A>(name: string, f: () => A): A => {
   }
 }
 
+let privateJwk = ""
 beforeAll(async () => {
-  app = await startTestApp()
+  const { privateKey, publicKey } = await jose.generateKeyPair("ES256", { extractable: true })
+  privateJwk = JSON.stringify(await jose.exportJWK(privateKey))
+  const publicJwk = { ...(await jose.exportJWK(publicKey)), kid: "package-key" }
+  app = await startTestApp({ oauthClients: [{ name: "Keyed", clientId: "svc-keyed", scopes: ["rates:read"], keys: { jwks: { keys: [publicJwk] } } }] })
   // Built outside the checkout: a test leaves no dist/ behind.
   const dist = join(WORK, "dist")
   timed("build", () => run(process.execPath, ["src/client/build.ts", "--out", dist], { cwd: ROOT }))
@@ -182,15 +193,16 @@ describe("the typed client package (npm run pack:client)", () => {
     expect(existsSync(join(CONSUMER, "out/main.js"))).toBe(true)
   }, 60_000)
 
-  it("runs on the system Node: health, a token with Basic credentials, OAuthError and a problem by _tag", async () => {
+  it("runs on the system Node: health, a token with Basic credentials and with a private key, OAuthError and a problem by _tag", async () => {
     const start = performance.now()
-    const out = await runAsync(systemNode(), ["out/main.js", app.url], CONSUMER)
+    const out = await runAsync(systemNode(), ["out/main.js", app.url, privateJwk], CONSUMER)
     timings.run = Math.round(performance.now() - start)
     const result = JSON.parse(out)
     expect(Number(/^v(\d+)/.exec(result.node)![1])).toBeGreaterThanOrEqual(20)
     expect(result).toMatchObject({
       health: "healthy",
       scope: "rates:read",
+      keyedScope: "rates:read",
       points: 3,
       sources: ["coingecko"],
       priced: ["coingecko"],

@@ -6,13 +6,23 @@
 import { execFile } from "node:child_process"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { jwksOf, makeKey } from "../oauth/assertionKit.ts"
 import { tempDataDir } from "../support/spawn.ts"
 import { freshDatabase } from "./support.ts"
 
 const run = promisify(execFile)
 let database: Awaited<ReturnType<typeof freshDatabase>>
+let jwksFile = ""
+let nextJwksFile = ""
 beforeAll(async () => {
   database = await freshDatabase()
+  const dir = tempDataDir()
+  jwksFile = join(dir, "jwks.json")
+  nextJwksFile = join(dir, "next-jwks.json")
+  writeFileSync(jwksFile, JSON.stringify(jwksOf(await makeKey("ES256", "partner-key-1"))))
+  writeFileSync(nextJwksFile, JSON.stringify(jwksOf(await makeKey("RS256", "partner-key-2"))))
 })
 afterAll(() => database?.drop())
 
@@ -39,9 +49,15 @@ const session = async (env: Record<string, string>) => {
   await step(["revoke", "no-such-client"])
   await step(["create", "--name", "Bad", "--scope", "admin"])
   await step(["list"])
+  // A private_key_jwt client (issue 34): its keys, shown and listed, then replaced.
+  const keyed = JSON.parse(await step(["create", "--name", "Keyed", "--scope", "rates:read", "--jwks-file", jwksFile]))
+  await step(["rotate", keyed.client_id, "--jwks-file", nextJwksFile])
+  await step(["rotate", keyed.client_id])
+  await step(["list"])
   await step(["rotate-key"])
   return transcript.join("\n")
     .replaceAll(created.client_id, "ID")
+    .replaceAll(keyed.client_id, "KEYED")
     .replaceAll(/"(client_id|client_secret|kid)": ?"[A-Za-z0-9_-]+"/g, `"$1": "…"`)
     .replaceAll(/"[A-Za-z0-9_-]{43}"/g, `"…"`)
     .replaceAll(/"\d{4}-\d{2}-\d{2}T[\d:.]+Z"/g, `"<time>"`)
@@ -56,5 +72,7 @@ describe("clients CLI on files and on PostgreSQL", () => {
     expect(postgres).toBe(files)
     expect(files).toContain(`$ clients revoke no-such-client → 1`)
     expect(files).toContain(`$ clients create --name Bad --scope admin → 2`)
+    expect(files).toContain(`"kids":["partner-key-2"]`)
+    expect(files).toContain(`$ clients rotate KEYED → 2`)
   }, 120_000)
 })

@@ -10,7 +10,8 @@ import type { HttpLimits } from "../../src/http/EdgeServer.ts"
 import { RequestCounter } from "../../src/http/rateLimit.ts"
 import { NewsletterMemory } from "../../src/newsletter/memory.ts"
 import type { Newsletter } from "../../src/newsletter/Newsletter.ts"
-import type { CreateClientInput } from "../../src/oauth/ClientRegistry.ts"
+import type { JtiStore } from "../../src/oauth/assertion/JtiStore.ts"
+import type { CreateClientInput, CreateKeyClientInput } from "../../src/oauth/ClientRegistry.ts"
 import { OAuth } from "../../src/oauth/OAuth.ts"
 import { RatesProvider } from "../../src/rates/RatesProvider.ts"
 import { configFrom } from "./config.ts"
@@ -35,6 +36,10 @@ export const startTestApp = async (options: {
   readonly counter?: Layer.Layer<RequestCounter, unknown, AppConfig>
   /** Request deadlines of the server (default: C8's). */
   readonly limits?: Partial<HttpLimits>
+  /** More clients (private_key_jwt ones among them) beside `testClients`. */
+  readonly oauthClients?: ReadonlyArray<CreateClientInput | CreateKeyClientInput>
+  /** Where used client assertions are remembered (default: memory). */
+  readonly jtiStore?: Layer.Layer<JtiStore, unknown, AppConfig>
 } = {}): Promise<TestApp> => {
   const logs: Array<AccessLogEntry> = []
   // Limits out of the way unless a test sets them (rate-limit.test.ts does).
@@ -48,8 +53,9 @@ export const startTestApp = async (options: {
     options.rates ?? RatesProvider.layerTest,
     options.newsletter ?? NewsletterMemory.layer,
     OAuth.layerTest({
-      clients: testClients,
-      ...(options.oauthMaxFailuresPerMinute === undefined ? {} : { maxFailuresPerMinute: options.oauthMaxFailuresPerMinute })
+      clients: [...testClients, ...(options.oauthClients ?? [])],
+      ...(options.oauthMaxFailuresPerMinute === undefined ? {} : { maxFailuresPerMinute: options.oauthMaxFailuresPerMinute }),
+      ...(options.jtiStore === undefined ? {} : { jtiStore: options.jtiStore })
     }),
     AccessLog.capture(logs),
     options.counter ?? RequestCounter.layerMemory

@@ -1,5 +1,5 @@
 /**
- * The client registry in PostgreSQL (`oauth_clients`, ./migrations.ts): the same records and checks as
+ * The client registry in PostgreSQL (`oauth_clients`, src/database/migrations.ts): the same records and checks as
  * clients.json (the rows are decoded with its Schema, ../clientsFile.ts), and the pepper's fingerprint
  * in `oauth_settings`, so that hashes made with another pepper are refused, not half-used.
  */
@@ -15,7 +15,10 @@ interface ClientRow {
   readonly client_id: string
   readonly name: string
   readonly scopes: ReadonlyArray<string>
-  readonly secret_hash: string
+  readonly secret_hash: string | null
+  readonly token_endpoint_auth_method: string
+  readonly jwks: unknown
+  readonly jwks_uri: string | null
   readonly status: string
   readonly created_at: Date
   readonly rotated_at: Date | null
@@ -53,8 +56,8 @@ const load = (db: OAuthDatabaseShape, pepper: Pepper): Effect.Effect<Snapshot, D
   Effect.gen(function*() {
     const { sql } = db
     const [rows, pepperIds] = yield* Effect.all([
-      sql<ClientRow>`SELECT client_id, name, scopes, secret_hash, status, created_at, rotated_at
-        FROM oauth_clients ORDER BY created_at, client_id`,
+      sql<ClientRow>`SELECT client_id, name, scopes, secret_hash, token_endpoint_auth_method, jwks, jwks_uri, status,
+        created_at, rotated_at FROM oauth_clients ORDER BY created_at, client_id`,
       sql<{ value: string }>`SELECT value FROM oauth_settings WHERE name = 'pepper_id'`
     ]).pipe(Effect.mapError(databaseError("reading the clients")))
     const content = decodeFile({
@@ -64,7 +67,10 @@ const load = (db: OAuthDatabaseShape, pepper: Pepper): Effect.Effect<Snapshot, D
         client_id: r.client_id,
         name: r.name,
         scopes: r.scopes,
-        secret_hash: r.secret_hash,
+        ...(r.secret_hash === null ? {} : { secret_hash: r.secret_hash }),
+        ...(r.token_endpoint_auth_method === "client_secret_basic" ? {} : { token_endpoint_auth_method: r.token_endpoint_auth_method }),
+        ...(r.jwks === null ? {} : { jwks: r.jwks }),
+        ...(r.jwks_uri === null ? {} : { jwks_uri: r.jwks_uri }),
         status: r.status,
         created_at: r.created_at.toISOString(),
         rotated_at: r.rotated_at === null ? null : r.rotated_at.toISOString()
@@ -76,13 +82,19 @@ const load = (db: OAuthDatabaseShape, pepper: Pepper): Effect.Effect<Snapshot, D
     return yield* Effect.mapError(loadClients(pepper)(content.success), (reason) => new DatabaseError({ operation: "reading the clients", reason }))
   })
 
-const upsert = (db: OAuthDatabaseShape, c: StoredClient) =>
-  db.sql`INSERT INTO oauth_clients (client_id, name, scopes, secret_hash, status, created_at, rotated_at)
-    VALUES (${c.clientId}, ${c.name}, ${c.scopes}::text[], ${encodeSecretHash(c.secretHash)}, ${c.status},
-      ${c.createdAt}::timestamptz, ${c.rotatedAt ?? null}::timestamptz)
+const upsert = (db: OAuthDatabaseShape, c: StoredClient) => {
+  const keys = c.auth.method === "private_key_jwt" ? c.auth.keys : undefined
+  const jwks = keys?._tag === "Inline" ? JSON.stringify(keys.jwks) : null
+  const jwksUri = keys?._tag === "Uri" ? keys.uri : null
+  return db.sql`INSERT INTO oauth_clients (client_id, name, scopes, secret_hash, token_endpoint_auth_method, jwks, jwks_uri,
+      status, created_at, rotated_at)
+    VALUES (${c.clientId}, ${c.name}, ${c.scopes}::text[], ${c.secretHash === undefined ? null : encodeSecretHash(c.secretHash)},
+      ${c.auth.method}, ${jwks}::jsonb, ${jwksUri}, ${c.status}, ${c.createdAt}::timestamptz, ${c.rotatedAt ?? null}::timestamptz)
     ON CONFLICT (client_id) DO UPDATE SET name = EXCLUDED.name, scopes = EXCLUDED.scopes,
-      secret_hash = EXCLUDED.secret_hash, status = EXCLUDED.status, created_at = EXCLUDED.created_at,
+      secret_hash = EXCLUDED.secret_hash, token_endpoint_auth_method = EXCLUDED.token_endpoint_auth_method,
+      jwks = EXCLUDED.jwks, jwks_uri = EXCLUDED.jwks_uri, status = EXCLUDED.status, created_at = EXCLUDED.created_at,
       rotated_at = EXCLUDED.rotated_at`
+}
 
 /** Rows whose record changed (a new object) are written; rows gone from `next` are deleted. */
 const save = (db: OAuthDatabaseShape) => (current: Snapshot, next: Snapshot) =>
