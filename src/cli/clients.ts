@@ -30,7 +30,7 @@
  * server could not use it.
  */
 import { readFileSync } from "node:fs"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import * as UpstreamHttp from "../platform/upstreamHttp.ts"
 import { Effect, Layer, Logger, Redacted } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
 import { type ClientKeysInput, ClientRegistry, type IssuedCredentials } from "../oauth/ClientRegistry.ts"
@@ -152,7 +152,7 @@ const publishedKids = (uri: string): Effect.Effect<ReadonlyArray<string>, CliFai
     return published.jwks.keys.map((k) => k.kid)
   }).pipe(
     Effect.mapError((e): CliFailure => ({ _tag: "JwksUriUnusable", message: `the jwks_uri cannot be used (${e.reason}); nothing was registered` })),
-    Effect.provide(RemoteJwks.layer.pipe(Layer.provide(NodeHttpClient.layerUndici), Layer.provide(configLayer)))
+    Effect.provide(RemoteJwks.layer.pipe(Layer.provide(UpstreamHttp.layer), Layer.provide(configLayer)))
   )
 
 /** Registers (or replaces) a key client's keys: a JWKS file read here, or a jwks_uri fetched first. */

@@ -4,7 +4,7 @@
  * memory for tests. The HTTP side uses `TokenEndpoint`, `BearerAuth` (through the edge's `BearerCheck`,
  * which these Layers provide too), `SigningKeys.jwks()` and `discoveryDocument(config)`.
  */
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import * as UpstreamHttp from "../platform/upstreamHttp.ts"
 import { Layer } from "effect"
 import type { HttpClient } from "effect/http"
 import { ClientAssertion } from "./assertion/ClientAssertion.ts"
@@ -56,7 +56,7 @@ export const OAuth = {
         ClientRegistry.layerTest(options.clients ?? []),
         SigningKeys.layerTest,
         FailureLimiter.layerTest({ limit: options.maxFailuresPerMinute ?? 10, windowSeconds: 60 }),
-        RemoteJwks.layerTest(options.jwks).pipe(Layer.provide(options.http ?? NodeHttpClient.layerUndici)),
+        RemoteJwks.layerTest(options.jwks).pipe(Layer.provide(options.http ?? UpstreamHttp.layerFor("crypto-landing-api/test"))),
         options.jtiStore ?? JtiStore.layer
       )
     )

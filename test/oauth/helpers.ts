@@ -2,7 +2,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import { upstreamHttp } from "../support/upstream.ts"
 import { Clock, Duration, Effect, Layer, ManagedRuntime } from "effect"
 import { afterAll } from "vitest"
 import { AppConfig } from "../../src/config/AppConfig.ts"
@@ -73,7 +73,7 @@ export const memoryRuntime = (options: {
 export const fileRuntime = (dataDir: string, env: Env = {}, clock?: ReturnType<typeof makeFakeClock>) => {
   const core = OAuth.layer.pipe(
     Layer.provideMerge(AppConfig.layer),
-    Layer.provide(NodeHttpClient.layerUndici),
+    Layer.provide(upstreamHttp),
     Layer.provide(configFrom(testEnv({ DATA_DIR: dataDir, ...env })))
   )
   return ManagedRuntime.make(clock === undefined ? core : core.pipe(Layer.provideMerge(clock.layer)))
