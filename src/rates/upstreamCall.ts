@@ -49,6 +49,11 @@ export interface Reading {
   readonly rateLimitedSeconds: (raw: RawResponse) => number
   /** A source that takes our key: a 401/403 means the key was refused. */
   readonly keyed: boolean
+  /**
+   * A refusal the source explains in its own terms (CoinGecko's 401 with error 10012: the plan's history),
+   * read before the statuses' usual meaning; undefined when the body says nothing of the kind.
+   */
+  readonly ownRefusal?: ((status: number, json: unknown) => { readonly kind: SourceFailureKind; readonly reason: string } | undefined) | undefined
 }
 
 /** Status and body → value or typed failure (never a defect). */
@@ -70,6 +75,10 @@ export const interpretResponse = <A>(reading: Reading, what: string, raw: RawRes
   if (status === 429) return fail(source, "rate-limited", `${what}: 429 (${said})`, reading.rateLimitedSeconds(raw))
   // Only the source's own JSON 404 means "no such coin"; an HTML 404 is a misconfigured host.
   if (status === 404 && Option.isSome(message)) return fail(source, "not-found", `${what}: 404 (${said})`)
+  const own = Option.isSome(json) ? reading.ownRefusal?.(status, json.value) : undefined
+  if (own !== undefined) return fail(source, own.kind, `${what}: ${status}, ${own.reason} (${said})`)
+  // A URL past what the source (or its CDN) takes: ours to split, whatever key we hold.
+  if (status === 414) return fail(source, "bad-request", `${what}: 414, the URL we sent is longer than the source takes (${said})`)
   if (reading.keyed && (status === 401 || status === 403)) return fail(source, "rejected", `${what}: ${status}, our API key was refused (${said})`)
   if (status === 408 || status >= 500) return fail(source, "transient", `${what}: ${status} (${said})`)
   return fail(source, "rejected", `${what}: unexpected ${status} (${said})`)

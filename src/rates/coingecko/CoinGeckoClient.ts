@@ -12,7 +12,7 @@
  * credits (no burst of requests can spend it) and the minute's whole budget: one attempt each, outside
  * the breaker, so that their outage never refuses data calls (directory.ts holds them and backs off).
  */
-import { Context, Duration, Effect, Layer, Redacted, Result, Semaphore } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Redacted, Result, Semaphore } from "effect"
 import { Headers, HttpClient, HttpClientRequest } from "effect/http"
 import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
 import { Charge, type SourceError } from "../upstream.ts"
@@ -28,7 +28,8 @@ import {
   decodeSupportedCurrencies,
   errorMessage,
   type ListedCoin,
-  type MarketRow
+  type MarketRow,
+  ownRefusal
 } from "./responses.ts"
 
 export type { ChartPoint, MarketRow } from "./responses.ts"
@@ -76,6 +77,8 @@ export class CoinGeckoClient extends Context.Service<CoinGeckoClient, CoinGeckoC
 }
 
 const CHANGE_WINDOWS = "24h,7d,30d"
+/** A refusal of history beyond the plan is logged at most this often. */
+const BEYOND_PLAN_LOG_MS = 3_600_000
 
 const makeCoinGeckoClient = Effect.gen(function*() {
   const config = yield* CoinGeckoConfig
@@ -92,6 +95,7 @@ const makeCoinGeckoClient = Effect.gen(function*() {
   const reading = {
     source: "coingecko" as const,
     errorMessage,
+    ownRefusal,
     keyed: true,
     rateLimitedSeconds: (raw: RawResponse) => {
       const header = raw.headers["retry-after"]
@@ -109,11 +113,23 @@ const makeCoinGeckoClient = Effect.gen(function*() {
     return config.apiKey === undefined ? request : HttpClientRequest.setHeader(request, keyHeader, Redacted.value(config.apiKey))
   }
 
+  // The plan's history refused (error 10012): said once an hour, as what it is, not as a refused key.
+  let beyondPlanSaidAt = Number.NEGATIVE_INFINITY
+  const noteBeyondPlan = (error: SourceError) =>
+    error.kind !== "beyond-plan" ? Effect.void : Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      if (now - beyondPlanSaidAt < BEYOND_PLAN_LOG_MS) return Effect.void
+      beyondPlanSaidAt = now
+      return Effect.logWarning(
+        "rates: CoinGecko was asked beyond the plan's history (error 10012); the series are asked at most 365 days back, so its clock or its window is not ours",
+        error.detail
+      )
+    })
+
   /** One HTTP exchange, read; a 429 starts the cool-down. */
   const send = <A>(what: string, request: HttpClientRequest.HttpClientRequest, decode: Decoder<A>, timeoutMs: number) =>
     sendOnce(http, "coingecko", what, request, timeoutMs).pipe(
       Effect.flatMap((raw) => interpretResponse(reading, what, raw, decode)),
-      Effect.tapError(coolDown.note)
+      Effect.tapError((error) => Effect.andThen(coolDown.note(error), noteBeyondPlan(error)))
     )
 
   /** Bodies of the lists are large (the coin list is over a MB): more time for their one attempt. */
