@@ -11,9 +11,12 @@
  * The lists (the currency list, the coin list and ranks) are paid from their own part of the month's
  * credits (no burst of requests can spend it) and the minute's whole budget: one attempt each, outside
  * the breaker, so that their outage never refuses data calls (directory.ts holds them and backs off).
+ *
+ * `/coins/markets` by ids is split into calls whose whole URL, as sent, stays within `MAX_URL_CHARS`:
+ * CoinGecko's CDN answers 414 past about 8,100 characters, which 250 ids of bridged tokens pass.
  */
 import { Clock, Context, Duration, Effect, Layer, Redacted, Result, Semaphore } from "effect"
-import { Headers, HttpClient, HttpClientRequest } from "effect/http"
+import { Headers, HttpClient, HttpClientRequest, Url } from "effect/http"
 import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
 import { Charge, type SourceError } from "../upstream.ts"
 import { type Decoder, guardedCall, interpretResponse, layerGuardStoresMemory, layerGuardStoresRedis, makeCoolDown, type RawResponse, sendOnce } from "../upstreamCall.ts"
@@ -41,7 +44,7 @@ export interface CoinGeckoClientShape {
   readonly coinList: Effect.Effect<ReadonlyArray<ListedCoin>, SourceError>
   /** A list. `/coins/markets` in usd by market cap, one page (from 1): the ranks. */
   readonly coinsByRank: (page: number, perPage: number) => Effect.Effect<ReadonlyArray<MarketRow>, SourceError>
-  /** `/coins/markets` for coin ids, with 24h/7d/30d changes, paid by `charge`. */
+  /** `/coins/markets` for coin ids, with 24h/7d/30d changes, paid by `charge`: one call per batch the URL length allows. */
   readonly marketsByIds: (vsCurrency: string, ids: ReadonlyArray<string>, charge: Charge) => Effect.Effect<ReadonlyArray<MarketRow>, SourceError>
   /**
    * `/coins/{id}/market_chart/range` with daily points from `fromSeconds` to `toSeconds` (UNIX seconds,
@@ -77,8 +80,20 @@ export class CoinGeckoClient extends Context.Service<CoinGeckoClient, CoinGeckoC
 }
 
 const CHANGE_WINDOWS = "24h,7d,30d"
+/** CoinGecko's CDN refuses a URL past about 8,100 characters (414); ours, whole as sent, stay within this. */
+const MAX_URL_CHARS = 8_000
+/** The rows a /coins/markets call gives at most (its `per_page`), and so the ids it is asked for. */
+const MARKETS_PER_CALL = 250
 /** A refusal of history beyond the plan is logged at most this often. */
 const BEYOND_PLAN_LOG_MS = 3_600_000
+
+/** The length of a request's whole URL as it is sent (parameters encoded: a comma is %2C). */
+const urlLength = (request: HttpClientRequest.HttpClientRequest) =>
+  Result.match(Url.make(request.url, request.urlParams, undefined), { onSuccess: (url) => url.href.length, onFailure: () => Number.POSITIVE_INFINITY })
+
+/** What an id adds to a URL's query, encoded as sent. */
+const encodedLength = (id: string) => new URLSearchParams({ i: id }).toString().length - 2
+const COMMA_ENCODED = encodedLength(",")
 
 const makeCoinGeckoClient = Effect.gen(function*() {
   const config = yield* CoinGeckoConfig
@@ -141,6 +156,36 @@ const makeCoinGeckoClient = Effect.gen(function*() {
       )
     ).pipe(Effect.withSpan("coingecko.call", { attributes: { what } }))
 
+  const marketsParams = (vsCurrency: string, ids: ReadonlyArray<string>) => ({
+    vs_currency: vsCurrency,
+    ids: ids.join(","),
+    per_page: String(Math.min(MARKETS_PER_CALL, Math.max(1, ids.length))),
+    price_change_percentage: CHANGE_WINDOWS
+  })
+
+  /**
+   * `ids` in calls of at most MARKETS_PER_CALL, each URL within MAX_URL_CHARS: the URL without ids (its
+   * `per_page` at its widest) grows by each id, encoded, and a comma between two.
+   */
+  const marketsBatches = (vsCurrency: string, ids: ReadonlyArray<string>) => {
+    const bare = urlLength(requestFor("/coins/markets", { ...marketsParams(vsCurrency, []), per_page: String(MARKETS_PER_CALL) }))
+    const batches: Array<Array<string>> = []
+    let batch: Array<string> = []
+    let length = bare
+    for (const id of ids) {
+      const added = encodedLength(id)
+      if (batch.length === MARKETS_PER_CALL || (batch.length > 0 && length + COMMA_ENCODED + added > MAX_URL_CHARS)) {
+        batches.push(batch)
+        batch = []
+        length = bare
+      }
+      length += (batch.length === 0 ? 0 : COMMA_ENCODED) + added
+      batch.push(id)
+    }
+    if (batch.length > 0) batches.push(batch)
+    return batches
+  }
+
   /**
    * One logical data call, paid by `charge`. Lazy: the request and its guards are built when it runs,
    * so a holder that usually does not need it pays nothing for it.
@@ -167,12 +212,10 @@ const makeCoinGeckoClient = Effect.gen(function*() {
         page: String(page)
       }, decodeMarkets),
     marketsByIds: (vsCurrency, ids, charge) =>
-      dataCall("markets", "/coins/markets", {
-        vs_currency: vsCurrency,
-        ids: ids.join(","),
-        per_page: String(Math.min(250, Math.max(1, ids.length))),
-        price_change_percentage: CHANGE_WINDOWS
-      }, decodeMarkets, charge),
+      Effect.map(
+        Effect.forEach(marketsBatches(vsCurrency, ids), (batch) => dataCall("markets", "/coins/markets", marketsParams(vsCurrency, batch), decodeMarkets, charge)),
+        (rows) => rows.flat()
+      ),
     marketChartRange: (id, vsCurrency, fromSeconds, toSeconds, charge) =>
       dataCall(`market chart range of ${id}`, `/coins/${encodeURIComponent(id)}/market_chart/range`, {
         vs_currency: vsCurrency,

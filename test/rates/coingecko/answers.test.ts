@@ -38,7 +38,24 @@ const client = () =>
     ))
   )
 
+/** `count` ids of bridged or wrapped tokens, 40 characters each, as CoinGecko names them. */
+const longIds = (count: number) => Array.from({ length: count }, (_, i) => `bridged-wrapped-token-on-chain-${String(i).padStart(9, "0")}`)
+
 describe("/coins/markets by ids, within the CDN's URL length (finding 2)", () => {
+  it.live("250 coins with 40-character ids asked at once: no 414, each call's whole URL under 8,000 characters, every row back", () =>
+    Effect.gen(function*() {
+      const ids = ["bitcoin", ...longIds(248), "ethereum"]
+      assert.isTrue(ids.slice(1, -1).every((id) => id.length === 40))
+      const coingecko = yield* CoinGeckoClient
+      const rows = yield* coingecko.marketsByIds("usd", ids, Charge.background)
+      assert.sameMembers(rows.map((row) => row.id), ["bitcoin", "ethereum"], "rows of every call, together")
+      const calls = emulator.stats().markets
+      // About 10,800 characters of ids and commas (%2C): two calls, as few as the length allows.
+      assert.strictEqual(calls.length, 2)
+      for (const call of calls) assert.isBelow(call.urlChars, 8_000)
+      assert.strictEqual(emulator.stats().credits, 2, "every call answered 200")
+    }).pipe(Effect.provide(client())))
+
   it.live("a 414 that came anyway is our request at fault, typed so: not our key refused", () => {
     const http = HttpClient.make((request) =>
       Effect.succeed(HttpClientResponse.fromWeb(request, new Response("<html><head><title>414 Request-URI Too Large</title></head></html>", { status: 414, headers: { "content-type": "text/html" } }))))
