@@ -84,17 +84,44 @@ export const interpretResponse = <A>(reading: Reading, what: string, raw: RawRes
   return fail(source, "rejected", `${what}: unexpected ${status} (${said})`)
 }
 
-/** One HTTP exchange, read, within `timeoutMs`; a transport failure or a timeout is transient. */
-export const sendOnce = (http: HttpClient.HttpClient, source: SourceName, what: string, request: HttpClientRequest.HttpClientRequest, timeoutMs: number) =>
+/**
+ * What became of one exchange, for a source that bills its answers (CoinGecko): whether the request
+ * went out, the status answered, or that it ended with no answer (a transport failure before one).
+ * Neither status nor `unanswered` after it went out: we stopped waiting (a timeout, an interruption).
+ */
+export interface Exchange {
+  sent: boolean
+  status: number | undefined
+  unanswered: boolean
+}
+
+export const newExchange = (): Exchange => ({ sent: false, status: undefined, unanswered: false })
+
+/**
+ * One HTTP exchange, read, within `timeoutMs`; a transport failure or a timeout is transient. `exchange`,
+ * when given, learns what became of it.
+ */
+export const sendOnce = (
+  http: HttpClient.HttpClient,
+  source: SourceName,
+  what: string,
+  request: HttpClientRequest.HttpClientRequest,
+  timeoutMs: number,
+  exchange: Exchange = newExchange()
+) =>
   Effect.gen(function*() {
+    exchange.sent = true
     const response = yield* http.execute(request)
+    exchange.status = response.status
     const body = yield* response.text
     recordUpstreamCall(source, String(response.status))
     return { status: response.status, headers: response.headers, body, receivedAt: yield* Clock.currentTimeMillis } satisfies RawResponse
   }).pipe(
     Effect.tapError(() => Effect.sync(() => recordUpstreamCall(source, "failed"))),
-    Effect.catchTag("HttpClientError", (error) =>
-      fail(source, "transient", `${what}: ${error.reason._tag}${"description" in error.reason && error.reason.description ? `: ${error.reason.description}` : ""}`)),
+    Effect.catchTag("HttpClientError", (error) => {
+      if (exchange.status === undefined) exchange.unanswered = true
+      return fail(source, "transient", `${what}: ${error.reason._tag}${"description" in error.reason && error.reason.description ? `: ${error.reason.description}` : ""}`)
+    }),
     Effect.timeoutOrElse({ duration: Duration.millis(timeoutMs), orElse: () => fail(source, "transient", `${what}: no answer within ${timeoutMs} ms`) })
   )
 
