@@ -16,8 +16,12 @@ export type SourceFailureKind =
   | "transient"
   /** A 2xx whose body is not JSON, is cut short, or has the wrong shape. */
   | "invalid-response"
-  /** Our key refused (401/403) or another 4xx we do not expect. Retrying cannot help. */
+  /** Our key refused (401/403) or another 4xx we do not expect: a fault operators are alerted to. Retrying cannot help. */
   | "rejected"
+  /** Our request refused as one the source cannot take (a 414: its URL too long): a fault of ours to fix, not of the key. */
+  | "bad-request"
+  /** What we asked lies outside what the plan serves (CoinGecko Demo: history beyond 365 days, error 10012). */
+  | "beyond-plan"
   /** The source's own "no such coin/product" (404 with its JSON error), or a coin it does not list. An answer, not a fault. */
   | "not-found"
   /** The source's 429, our cool-down after one, or a budget of ours spent. */

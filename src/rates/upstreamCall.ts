@@ -49,6 +49,11 @@ export interface Reading {
   readonly rateLimitedSeconds: (raw: RawResponse) => number
   /** A source that takes our key: a 401/403 means the key was refused. */
   readonly keyed: boolean
+  /**
+   * A refusal the source explains in its own terms (CoinGecko's 401 with error 10012: the plan's history),
+   * read before the statuses' usual meaning; undefined when the body says nothing of the kind.
+   */
+  readonly ownRefusal?: ((status: number, json: unknown) => { readonly kind: SourceFailureKind; readonly reason: string } | undefined) | undefined
 }
 
 /** Status and body → value or typed failure (never a defect). */
@@ -70,22 +75,53 @@ export const interpretResponse = <A>(reading: Reading, what: string, raw: RawRes
   if (status === 429) return fail(source, "rate-limited", `${what}: 429 (${said})`, reading.rateLimitedSeconds(raw))
   // Only the source's own JSON 404 means "no such coin"; an HTML 404 is a misconfigured host.
   if (status === 404 && Option.isSome(message)) return fail(source, "not-found", `${what}: 404 (${said})`)
+  const own = Option.isSome(json) ? reading.ownRefusal?.(status, json.value) : undefined
+  if (own !== undefined) return fail(source, own.kind, `${what}: ${status}, ${own.reason} (${said})`)
+  // A URL past what the source (or its CDN) takes: ours to split, whatever key we hold.
+  if (status === 414) return fail(source, "bad-request", `${what}: 414, the URL we sent is longer than the source takes (${said})`)
   if (reading.keyed && (status === 401 || status === 403)) return fail(source, "rejected", `${what}: ${status}, our API key was refused (${said})`)
   if (status === 408 || status >= 500) return fail(source, "transient", `${what}: ${status} (${said})`)
   return fail(source, "rejected", `${what}: unexpected ${status} (${said})`)
 }
 
-/** One HTTP exchange, read, within `timeoutMs`; a transport failure or a timeout is transient. */
-export const sendOnce = (http: HttpClient.HttpClient, source: SourceName, what: string, request: HttpClientRequest.HttpClientRequest, timeoutMs: number) =>
+/**
+ * What became of one exchange, for a source that bills its answers (CoinGecko): whether the request
+ * went out, the status answered, or that it ended with no answer (a transport failure before one).
+ * Neither status nor `unanswered` after it went out: we stopped waiting (a timeout, an interruption).
+ */
+export interface Exchange {
+  sent: boolean
+  status: number | undefined
+  unanswered: boolean
+}
+
+export const newExchange = (): Exchange => ({ sent: false, status: undefined, unanswered: false })
+
+/**
+ * One HTTP exchange, read, within `timeoutMs`; a transport failure or a timeout is transient. `exchange`,
+ * when given, learns what became of it.
+ */
+export const sendOnce = (
+  http: HttpClient.HttpClient,
+  source: SourceName,
+  what: string,
+  request: HttpClientRequest.HttpClientRequest,
+  timeoutMs: number,
+  exchange: Exchange = newExchange()
+) =>
   Effect.gen(function*() {
+    exchange.sent = true
     const response = yield* http.execute(request)
+    exchange.status = response.status
     const body = yield* response.text
     recordUpstreamCall(source, String(response.status))
     return { status: response.status, headers: response.headers, body, receivedAt: yield* Clock.currentTimeMillis } satisfies RawResponse
   }).pipe(
     Effect.tapError(() => Effect.sync(() => recordUpstreamCall(source, "failed"))),
-    Effect.catchTag("HttpClientError", (error) =>
-      fail(source, "transient", `${what}: ${error.reason._tag}${"description" in error.reason && error.reason.description ? `: ${error.reason.description}` : ""}`)),
+    Effect.catchTag("HttpClientError", (error) => {
+      if (exchange.status === undefined) exchange.unanswered = true
+      return fail(source, "transient", `${what}: ${error.reason._tag}${"description" in error.reason && error.reason.description ? `: ${error.reason.description}` : ""}`)
+    }),
     Effect.timeoutOrElse({ duration: Duration.millis(timeoutMs), orElse: () => fail(source, "transient", `${what}: no answer within ${timeoutMs} ms`) })
   )
 

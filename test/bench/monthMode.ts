@@ -6,7 +6,8 @@
  * `--days` days (30) from 2026-11-01T00:00Z, as shipped: the majors live from the Coinbase emulator's feed,
  * a long-tail coin (PEPE) asked by a few addresses besides the landing page (`--no-feed`: CoinGecko alone,
  * the landing page only, as before live quotes). Printed per plan (Demo 10,000, Basic 100,000): credits
- * spent, and per day at most, the refresh interval reached, the oldest prices served (now − asOf), the
+ * spent (the emulator's answers 200, what CoinGecko bills; the ledger's count beside it, which must be the
+ * same), and per day at most, the refresh interval reached, the oldest prices served (now − asOf), the
  * oldest majors' and long-tail prices (each rate's asOf), the share of answers that were 200.
  *
  *   npm run bench -- --month [--step-s 20] [--days 30] [--plans 10000,100000] [--no-feed]
@@ -57,14 +58,17 @@ export const runMonthMode = async (argv: ReadonlyArray<string>) => {
       ? "| – | – "
       : `| ${r.majorsOldestSeconds} s (${fmtInt(r.majorsFromCoinbase?.coinbase ?? 0)} of ${fmtInt(r.majorsFromCoinbase?.all ?? 0)} from Coinbase) | ${round((r.longTailOldestSeconds ?? 0) / 60, 2)} min `
   process.stdout.write(
-    `\n| credits a month | credits spent | most in a day | refresh interval (last, max) | oldest prices served | oldest majors' price | oldest long-tail price | answers 200 |\n|---|---|---|---|---|---|---|---|\n`
+    `\n| credits a month | credits spent (ledger's count) | most in a day | refresh interval (last, max) | oldest prices served | oldest majors' price | oldest long-tail price | answers 200 |\n|---|---|---|---|---|---|---|---|\n`
   )
   for (const r of results) {
     const interval = `${round((r.refreshIntervalSeconds.last ?? 0) / 60, 2)} min, ${round(r.refreshIntervalSeconds.max / 60, 2)} min`
     process.stdout.write(
-      `| ${fmtInt(r.perMonth)} | ${fmtInt(r.credits)} (${round((100 * r.credits) / r.perMonth, 1)} %) | ${fmtInt(r.maxCreditsInADay)} | ${interval} | ` +
+      `| ${fmtInt(r.perMonth)} | ${fmtInt(r.credits)} (${round((100 * r.credits) / r.perMonth, 1)} %; ${r.ledgerCredits === undefined ? "–" : fmtInt(r.ledgerCredits)}) | ${fmtInt(r.maxCreditsInADay)} | ${interval} | ` +
         `${round(r.oldestPricesSeconds / 60, 2)} min ${live(r)}| ${fmtInt(r.ok)} of ${fmtInt(r.requests)} (${round((100 * r.ok) / r.requests, 3)} %) |\n`
     )
+  }
+  for (const r of results) {
+    if (r.ledgerCredits !== undefined && r.ledgerCredits !== r.credits) process.stdout.write(`plan ${fmtInt(r.perMonth)}: the ledger counted ${fmtInt(r.ledgerCredits)} credits where CoinGecko billed ${fmtInt(r.credits)}\n`)
   }
   const others = results.flatMap((r) => Object.entries(r.statuses).filter(([s]) => s !== "200").map(([s, n]) => `${fmtInt(r.perMonth)}: ${n} × ${s}`))
   if (others.length > 0) process.stdout.write(`answers other than 200: ${others.join("; ")}\n`)

@@ -26,6 +26,8 @@ describe("the landing page over a simulated day, on Demo's credits", () => {
     const day = await simulateMonth(10_000, { days: 1, stepSeconds: 60 })
     expect(day.statuses).toEqual({ 200: day.requests })
     expect(day.credits).toBeLessThanOrEqual(10_000 / 30)
+    // The ledger spends what CoinGecko bills: its answers 200 (issue 35).
+    expect(day.ledgerCredits).toBe(day.credits)
     // Prices are refreshed as often as the pace allows: no fewer than two currencies' worth an hour.
     expect(day.credits).toBeGreaterThan(2 * 24)
     expect(day.oldestPricesSeconds).toBeLessThanOrEqual(15 * 60)
@@ -35,6 +37,7 @@ describe("the landing page over a simulated day, on Demo's credits", () => {
     const day = await simulateMonth(10_000, { days: 1, stepSeconds: 60, feed: true })
     expect(day.statuses).toEqual({ 200: day.requests })
     expect(day.credits).toBeLessThanOrEqual(10_000 / 30)
+    expect(day.ledgerCredits).toBe(day.credits)
     expect(day.majorsFromCoinbase?.coinbase).toBe(day.majorsFromCoinbase?.all)
     expect(day.majorsOldestSeconds).toBeLessThanOrEqual(10)
     expect(day.longTailOldestSeconds).toBeLessThanOrEqual(15 * 60)
@@ -53,7 +56,7 @@ describe("the month's credits spent", () => {
       Effect.gen(function*() {
         const cell = makeMemoryCell()
         const now = Date.now()
-        yield* cell.compareAndSet(LEDGER, undefined, JSON.stringify({ lists: 0, cold: 0, refresh: 0, at: now, month: monthOf(now), spent: 10_000 }))
+        yield* cell.compareAndSet(LEDGER, undefined, JSON.stringify({ lists: 0, cold: 0, refresh: 0, at: now, month: monthOf(now), spent: 10_000, billed: "answers" }))
         return cell
       })
     )

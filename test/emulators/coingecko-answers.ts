@@ -59,15 +59,19 @@ const coinList = (extra: number) => {
   return list
 }
 
-/** The Demo plan's refusal of history older than 365 days (market_chart answers it with 401, the range with 400). */
-const beyondDemoRange = (status: number, now: number): Answer => ({
-  status,
+/**
+ * The Demo plan's refusal of history older than 365 days: 401 with error 10012, on market_chart and
+ * market_chart/range alike (upstreams.md §1.1; ghostfolio#3231, waxtax#8).
+ */
+const beyondDemoRange = (now: number): Answer => ({
+  status: 401,
   body: {
     error: {
       status: {
         timestamp: new Date(now).toISOString(),
         error_code: 10012,
-        error_message: "Your request exceeds the allowed time range. Public API users are limited to querying historical data within the past 365 days."
+        error_message: "Your request exceeds the allowed time range. Public API users are limited to querying historical data within the past 365 days. " +
+          "Upgrade to a paid plan to enjoy full historical data access: https://www.coingecko.com/en/api/pricing. "
       }
     }
   }
@@ -95,7 +99,7 @@ const rangeAnswer = (id: string, query: URLSearchParams, now: number, publishDel
   const from = Number(query.get("from") ?? Number.NaN) * 1000
   const to = Number(query.get("to") ?? Number.NaN) * 1000
   if (!Number.isFinite(from) || !Number.isFinite(to) || from > to) return { status: 400, body: { error: "invalid from or to" } }
-  if (from < now - 365 * DAY_MS) return beyondDemoRange(400, now)
+  if (from < now - 365 * DAY_MS) return beyondDemoRange(now)
   const daily = query.get("interval") === "daily" || to - from > 90 * DAY_MS
   const step = daily ? DAY_MS : HOUR_MS
   const prices: Array<[number, number]> = []
@@ -153,7 +157,7 @@ export const answer = (path: string, query: URLSearchParams, now: number, extraC
     if (currency === undefined || !emulatedCurrencies.has(currency)) return { status: 400, body: { error: "invalid vs_currency" } }
     const days = Number(query.get("days"))
     if (!Number.isInteger(days) || days < 1) return { status: 400, body: { error: "invalid days" } }
-    if (days > 365) return beyondDemoRange(401, now)
+    if (days > 365) return beyondDemoRange(now)
     // The closes, less those not yet published; the last point is "now", the current price, not a close.
     const prices = emulatedDailyPrices(c.id, currency, days, now).filter(([t], i, all) => i === all.length - 1 || !unpublished(t, now, publishDelayMs))
     return {

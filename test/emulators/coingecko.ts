@@ -10,14 +10,18 @@
  * (interval=daily), /coins/{id}/market_chart/range (from, to in UNIX seconds; ./coingecko-answers.ts).
  * Control (outside /api/v3):
  *   POST /__control  {"mode": "none"|"5xx"|"429"|"429-no-retry-after"|"429-html"|"hang"|"reset"|
- *                     "truncated"|"wrong-shape"|"401", "paths"?: ["/coins/markets"], "times"?: n,
+ *                     "truncated"|"wrong-shape"|"401"|"403", "paths"?: ["/coins/markets"], "times"?: n,
  *                     "retryAfterSeconds"?: n, "status"?: 5xx, "latency"?: {"/coins/markets": ms},
  *                     "now"?: ISO string | null, "resetStats"?: true, "extraCoins"?: n,
  *                     "publishDelayMinutes"?: n}
- *   GET  /__stats    {"total": n, "byPath": {"/coins/bitcoin/market_chart": n, ...}, "byQuery": {...},
- *                     "maxInFlight": n, "ranges": [{"path", "from", "to"}, ...], "markets": [{"currency", "at"}, ...],
- *                     "callers": {"byUserAgent": {...}, "traced": n}}
- * A call without a User-Agent gets 403 with CoinGecko's body, before anything else is looked at.
+ *   GET  /__stats    {"total": n, "credits": n, "byPath": {"/coins/bitcoin/market_chart": n, ...}, "byQuery": {...},
+ *                     "maxInFlight": n, "ranges": [{"path", "from", "to"}, ...],
+ *                     "markets": [{"currency", "at", "urlChars"}, ...], "callers": {"byUserAgent": {...}, "traced": n}}
+ * `credits`: the calls answered 200, what CoinGecko bills ("each successful request (HTTP 200) deducts 1
+ * credit"); a refused or failed call costs none, though `total` counts it (the minute's limit does too).
+ * A URL longer than `MAX_URL_CHARS` (about 8,100 characters, the whole URL as sent) gets 414 from the CDN
+ * in front of the API, before anything else; a call without a User-Agent gets 403 with CoinGecko's body,
+ * before anything else is looked at. Mode "403" refuses every call so (a build that sent none).
  * `byQuery` splits /coins/markets by form: "markets:ids", "markets:symbols", "markets:ranks" (neither).
  * `extraCoins`: that many more coins in /coins/list only (unranked, no market, chart 404): a flood of
  * real but dead tickers (fc0, fc1, ...).
@@ -47,7 +51,8 @@ export const faultModes = [
   "reset",
   "truncated",
   "wrong-shape",
-  "401"
+  "401",
+  "403"
 ] as const
 export type FaultMode = (typeof faultModes)[number]
 
@@ -65,6 +70,8 @@ export interface FaultOptions {
 
 export interface EmulatorStats {
   readonly total: number
+  /** Calls answered 200: the credits CoinGecko bills for them. */
+  readonly credits: number
   /** Calls per API path below /api/v3, faulted ones included. */
   readonly byPath: Readonly<Record<string, number>>
   /** /coins/markets calls per form: "markets:ids", "markets:symbols", "markets:ranks". */
@@ -75,8 +82,11 @@ export interface EmulatorStats {
   readonly inFlight: number
   /** Every market_chart/range call since the last reset: its path and `from`, `to` (UNIX seconds). */
   readonly ranges: ReadonlyArray<{ readonly path: string; readonly from: number; readonly to: number }>
-  /** Every /coins/markets call since the last reset: its `vs_currency` and when, by the emulator's clock (epoch ms). */
-  readonly markets: ReadonlyArray<{ readonly currency: string; readonly at: number }>
+  /**
+   * Every /coins/markets call since the last reset: its `vs_currency`, when, by the emulator's clock (epoch
+   * ms), and the length of its whole URL as sent.
+   */
+  readonly markets: ReadonlyArray<{ readonly currency: string; readonly at: number; readonly urlChars: number }>
   /** Who called: User-Agents, and calls that carried trace headers (callers.ts). */
   readonly callers: CallersStats
 }
@@ -116,6 +126,19 @@ export interface EmulatorOptions {
 
 const API_PREFIX = "/api/v3"
 
+/**
+ * The longest URL CoinGecko's CDN takes, about 8,100 characters (the Talisman wallet measured it: its
+ * MAX_COINGECKO_URL_LENGTH); past it, 414 with the CDN's page.
+ */
+export const MAX_URL_CHARS = 8_100
+const URI_TOO_LARGE = `<html>
+<head><title>414 Request-URI Too Large</title></head>
+<body>
+<center><h1>414 Request-URI Too Large</h1></center>
+<hr><center>cloudflare</center>
+</body>
+</html>`
+
 const CLOUDFLARE_429 = `<!DOCTYPE html>
 <html><head><title>Error 1015 | Rate limited</title></head>
 <body><div id="cf-error-details"><h1>Error 1015</h1><h2>You are being rate limited</h2>
@@ -142,8 +165,9 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
   let byPath: Record<string, number> = {}
   let byQuery: Record<string, number> = {}
   let ranges: Array<{ path: string; from: number; to: number }> = []
-  let markets: Array<{ currency: string; at: number }> = []
+  let markets: Array<{ currency: string; at: number; urlChars: number }> = []
   let total = 0
+  let credits = 0
   let inFlight = 0
   let maxInFlight = 0
   const callers = makeCallers()
@@ -160,11 +184,13 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
     ranges = []
     markets = []
     total = 0
+    credits = 0
     maxInFlight = inFlight
     callers.reset()
   }
   const stats = (): EmulatorStats => ({
     total,
+    credits,
     byPath: { ...byPath },
     byQuery: { ...byQuery },
     maxInFlight,
@@ -231,13 +257,20 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
     else latency.set(prefix, ms)
   }
 
+  /** Answers 200 are what CoinGecko bills: one credit each. */
+  const answer200 = (res: ServerResponse, status: number, body: unknown) => {
+    if (status === 200) credits++
+    return sendJson(res, status, body)
+  }
+
   const handleApi = async (req: IncomingMessage, res: ServerResponse, path: string, query: URLSearchParams) => {
     total++
     byPath[path] = (byPath[path] ?? 0) + 1
+    const urlChars = `http://${req.headers.host ?? ""}${req.url ?? ""}`.length
     if (path === "/coins/markets") {
       const form = marketsForm(query)
       byQuery[form] = (byQuery[form] ?? 0) + 1
-      markets.push({ currency: query.get("vs_currency")?.toLowerCase() ?? "", at: now() })
+      markets.push({ currency: query.get("vs_currency")?.toLowerCase() ?? "", at: now(), urlChars })
     }
     if (path.endsWith("/market_chart/range")) ranges.push({ path, from: Number(query.get("from")), to: Number(query.get("to")) })
     inFlight++
@@ -248,6 +281,11 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
     if (delay !== undefined) await new Promise((resolve) => setTimeout(resolve, delay))
 
     callers.note(req)
+    // The CDN's limit, before the API sees the call.
+    if (urlChars > MAX_URL_CHARS) {
+      res.writeHead(414, { "content-type": "text/html" })
+      return res.end(URI_TOO_LARGE)
+    }
     if (req.method !== "GET") return sendJson(res, 405, { error: "Method Not Allowed" })
     // Since January 2026, on every plan and keyless alike, before the key is looked at.
     if (userAgentOf(req) === undefined) return sendJson(res, 403, { status: { error_code: 403, error_message: NO_USER_AGENT } })
@@ -273,17 +311,21 @@ export const startCoinGeckoEmulator = (options: EmulatorOptions = {}): Promise<C
         return req.socket.destroy()
       case "401":
         return sendJson(res, 401, { error: { status: { error_code: 10011, error_message: "Invalid API Key: the key is not valid for this host" } } })
+      case "403":
+        return sendJson(res, 403, { status: { error_code: 403, error_message: NO_USER_AGENT } })
       default:
         break
     }
     const { body, status } = answer(path, query, now(), extraCoins, publishDelayMinutes * 60_000)
+    // A body cut short or of another shape was still answered 200: billed.
     if (active?.mode === "truncated" && status === 200) {
+      credits++
       const text = JSON.stringify(body)
       res.writeHead(200, { "content-type": "application/json; charset=utf-8" })
       return res.end(text.slice(0, Math.max(1, Math.floor(text.length / 2))))
     }
-    if (active?.mode === "wrong-shape" && status === 200) return sendJson(res, 200, { result: { data: body } })
-    return sendJson(res, status, body)
+    if (active?.mode === "wrong-shape" && status === 200) return answer200(res, 200, { result: { data: body } })
+    return answer200(res, status, body)
   }
 
   const server = createServer((req, res) => {

@@ -58,6 +58,10 @@ const makeStubUpstream = () => {
       auxiliary.ranks++
       return Effect.succeed([])
     },
+    coinRanks: () => {
+      auxiliary.ranks++
+      return Effect.succeed([])
+    },
     marketsByIds: (_currency, ids) => {
       built.markets++
       return down(ids.map((id) => row(id, id.slice(0, 3), id)))

@@ -53,7 +53,7 @@ describe("CoinGecko emulator", () => {
     assert.strictEqual(long.prices.length, 101, "over 90 days: daily")
     assert.strictEqual((await get(`/coins/nope/market_chart/range?vs_currency=usd&from=${today - day}&to=${today}`)).status, 404)
     const tooOld = await get(`/coins/bitcoin/market_chart/range?vs_currency=usd&from=${today - 366 * day}&to=${today}`)
-    assert.strictEqual(tooOld.status, 400)
+    assert.strictEqual(tooOld.status, 401, "Demo's 365 days: 401 with error 10012, as market_chart")
     assert.strictEqual(((await tooOld.json()) as { error: { status: { error_code: number } } }).error.status.error_code, 10012)
     const range = (id: string) => `/coins/${id}/market_chart/range`
     assert.deepStrictEqual(emulator.stats().ranges.map((r) => r.path), [
@@ -111,8 +111,37 @@ describe("CoinGecko emulator", () => {
     assert.strictEqual((await get("/coins/markets?vs_currency=usd")).status, 200, "times: 1")
     assert.strictEqual((await get("/ping")).status, 200, "other paths unaffected")
     const stats = await (await fetch(`${origin()}/__stats`)).json()
-    assert.deepStrictEqual(stats, { total: 3, byPath: { "/coins/markets": 2, "/ping": 1 }, byQuery: { "markets:ranks": 2 }, maxInFlight: 1, inFlight: 0, ranges: [], markets: [{ currency: "usd", at: stats.markets[0]?.at }, { currency: "usd", at: stats.markets[1]?.at }], callers: stats.callers })
+    const markets = stats.markets.map((call: { at: number; urlChars: number }) => ({ currency: "usd", at: call.at, urlChars: `${emulator.url}/coins/markets?vs_currency=usd`.length }))
+    // Three calls, of which two answered 200: two credits, as CoinGecko bills.
+    assert.deepStrictEqual(stats, { total: 3, credits: 2, byPath: { "/coins/markets": 2, "/ping": 1 }, byQuery: { "markets:ranks": 2 }, maxInFlight: 1, inFlight: 0, ranges: [], markets, callers: stats.callers })
     assert.strictEqual(stats.callers.traced, 0)
+  })
+
+  it("counts as credits the answers 200 only (a refused or failed call is billed nothing); mode 403 refuses every call as a build without a User-Agent is", async () => {
+    assert.strictEqual((await get("/coins/bitcoin/market_chart/range?vs_currency=usd&from=1&to=2")).status, 401, "beyond 365 days")
+    assert.strictEqual((await get("/coins/nope/market_chart?vs_currency=usd&days=1")).status, 404)
+    assert.strictEqual((await get("/coins/markets?vs_currency=xyz")).status, 400)
+    emulator.setFault("403")
+    const refused = await get("/coins/list")
+    assert.strictEqual(refused.status, 403)
+    assert.match(((await refused.json()) as { status: { error_message: string } }).status.error_message, /^Please add a descriptive User-Agent/)
+    emulator.setFault({ mode: "5xx", times: 1 })
+    assert.strictEqual((await get("/ping")).status, 503)
+    emulator.setFault({ mode: "truncated", times: 1 })
+    assert.strictEqual((await get("/simple/supported_vs_currencies")).status, 200, "cut short, but answered 200: billed")
+    assert.strictEqual((await get("/ping")).status, 200)
+    assert.deepStrictEqual({ total: emulator.stats().total, credits: emulator.stats().credits }, { total: 7, credits: 2 })
+  })
+
+  it("answers 414 past about 8,100 characters of URL, as CoinGecko's CDN does, before anything else", async () => {
+    const url = (ids: number) => `${emulator.url}/coins/markets?vs_currency=usd&ids=${Array.from({ length: ids }, (_, i) => `coin-${i}`.padEnd(40, "x")).join("%2C")}`
+    const fits = Array.from({ length: 250 }, (_, n) => n).findLast((n) => url(n).length <= 8_100)!
+    assert.strictEqual((await fetch(url(fits))).status, 200)
+    const tooLong = await fetch(url(fits + 1))
+    assert.strictEqual(tooLong.status, 414)
+    assert.match(await tooLong.text(), /414 Request-URI Too Large/)
+    assert.deepStrictEqual(emulator.stats().markets.map((call) => call.urlChars), [url(fits).length, url(fits + 1).length])
+    assert.strictEqual(emulator.stats().credits, 1)
   })
 
   it("/coins/list lists every coin, and as many dead ones as asked for the flood tests", async () => {

@@ -6,8 +6,9 @@
  * asked over real HTTP by one visitor, as a browser loading the page asks them, each step's visitor the
  * next of 200 addresses (X-Forwarded-For, TRUST_PROXY=true; the refresh budget is shared by callers:
  * src/rates/demand.ts). Waits
- * (timeouts, retries) still take real time. Credits are the emulator's count of the calls it answered (one
- * credit a call, what CoinGecko bills). Used by `npm run bench -- --month`, test/e2e/rates-month.test.ts
+ * (timeouts, retries) still take real time. Credits are the emulator's count of the calls it answered 200
+ * (one credit each, what CoinGecko bills), set beside the ledger's own count (the month's `spent`, what
+ * `upstream_credits_spent_month` shows). Used by `npm run bench -- --month`, test/e2e/rates-month.test.ts
  * and test/e2e/rates-currency-flood.test.ts (hours rather than days, and more queries each step: `extra`).
  *
  * With `feed`, as shipped (issue 28): the Coinbase emulator too, its REST API and its WebSocket feed on the
@@ -28,8 +29,9 @@ import { NewsletterMemory } from "../../src/newsletter/memory.ts"
 import { OAuth } from "../../src/oauth/OAuth.ts"
 import { AccessLog } from "../../src/observability/AccessLog.ts"
 import { metricsText } from "../../src/observability/metrics.ts"
-import { DurableCell } from "../../src/platform/durableCell/DurableCell.ts"
+import { DurableCell, type DurableCellShape } from "../../src/platform/durableCell/DurableCell.ts"
 import * as DurableCells from "../../src/platform/durableCell/layer.ts"
+import { LEDGER } from "../../src/rates/coingecko/credits/MonthlyBudget.ts"
 import { DailyHistory } from "../../src/rates/history/DailyHistory.ts"
 import { ServerLive } from "../../src/server.ts"
 import { CoinbaseConfig } from "../../src/rates/coinbase/CoinbaseConfig.ts"
@@ -55,6 +57,7 @@ export const LONG_TAIL_ADDRESSES = 5
 const MAJORS = new Set(["BTC", "ETH", "SOL"])
 
 export const MONTH_START = Date.parse("2026-11-01T00:00:00Z")
+const NEXT_MONTH = Date.UTC(new Date(MONTH_START).getUTCFullYear(), new Date(MONTH_START).getUTCMonth() + 1, 1)
 const DAY_MS = 86_400_000
 const HOUR_MS = 3_600_000
 export const ADDRESSES = 200
@@ -82,6 +85,7 @@ const simulatedClock = (start: number) => {
 const countingCell = () => {
   let pending = 0
   let started = 0
+  let built: DurableCellShape | undefined
   const counted = <A, E>(effect: Effect.Effect<A, E>) =>
     Effect.suspend(() => {
       pending++
@@ -90,13 +94,21 @@ const countingCell = () => {
     })
   const layer = Layer.effect(
     DurableCell,
-    Effect.map(Effect.service(DurableCell), (cell) => ({
-      ...cell,
-      get: (name: string) => counted(cell.get(name)),
-      compareAndSet: (name: string, expected: string | undefined, next: string) => counted(cell.compareAndSet(name, expected, next))
-    }))
+    Effect.map(Effect.service(DurableCell), (cell) => {
+      built = cell
+      return {
+        ...cell,
+        get: (name: string) => counted(cell.get(name)),
+        compareAndSet: (name: string, expected: string | undefined, next: string) => counted(cell.compareAndSet(name, expected, next))
+      }
+    })
   ).pipe(Layer.provide(DurableCells.layerLocal))
-  return { layer, pending: () => pending, started: () => started }
+  /** The month's count in the ledger as stored. */
+  const spent = async () => {
+    const text = built === undefined ? undefined : await Effect.runPromise(built.get(LEDGER))
+    return text === undefined ? 0 : (JSON.parse(text) as { spent: number }).spent
+  }
+  return { layer, pending: () => pending, started: () => started, spent }
 }
 
 const gauge = (name: string): number | undefined => {
@@ -109,7 +121,15 @@ export interface MonthResult {
   readonly requests: number
   readonly ok: number
   readonly statuses: Record<string, number>
+  /** The emulator's answers 200: the credits CoinGecko bills. */
   readonly credits: number
+  /**
+   * The ledger's count of them (the month's `spent`): `credits` when it spends what CoinGecko bills.
+   * Undefined when the run went past November (the ledger counts a calendar month).
+   */
+  readonly ledgerCredits: number | undefined
+  /** Every call the emulator received, refused ones too (the minute's limit counts them). */
+  readonly calls: number
   readonly maxCreditsInADay: number
   readonly refreshIntervalSeconds: { readonly last: number | undefined; readonly max: number }
   readonly oldestPricesSeconds: number
@@ -283,13 +303,13 @@ export const simulateMonth = async (perMonth: number, opts: SimulationOptions): 
       if (step % 180 === 0) maxInterval = Math.max(maxInterval, gauge("rates_refresh_interval_seconds") ?? 0)
       const today = Math.floor((now - MONTH_START) / DAY_MS)
       if (today !== day) {
-        const credits = emulator.stats().total
+        const credits = emulator.stats().credits
         maxCreditsInADay = Math.max(maxCreditsInADay, credits - creditsAtDayStart)
         creditsAtDayStart = credits
         day = today
       }
     }
-    const credits = emulator.stats().total
+    const credits = emulator.stats().credits
     maxCreditsInADay = Math.max(maxCreditsInADay, credits - creditsAtDayStart)
     return {
       perMonth,
@@ -297,6 +317,8 @@ export const simulateMonth = async (perMonth: number, opts: SimulationOptions): 
       ok,
       statuses,
       credits,
+      ledgerCredits: end <= NEXT_MONTH ? await ledger.spent() : undefined,
+      calls: emulator.stats().total,
       maxCreditsInADay,
       refreshIntervalSeconds: { last: gauge("rates_refresh_interval_seconds"), max: maxInterval },
       oldestPricesSeconds: Math.round(oldest / 1000),

@@ -6,20 +6,43 @@
  * outermost first: circuit breaker → overall time budget → retries (transient only) → per attempt:
  * 429 cool-down → budget (budget.ts: the caller's share, the cold pool, the minute, the month) →
  * concurrency permit → HTTP with a timeout. Budget and permit are taken per attempt because each attempt
- * is one call billed; the breaker sees one outcome per logical call, and at most one failure per request.
+ * counts against the minute's limit; the breaker sees one outcome per logical call, and at most one
+ * failure per request.
+ *
+ * Credits (CONTRACT C4 "Over a month", amended): CoinGecko bills an answer 200, one credit. An attempt
+ * holds its credit while in flight and gives it back when CoinGecko did not bill it: it answered another
+ * status, or the exchange failed before any answer. One we stopped waiting for (a timeout) keeps it: its
+ * answer may have been a 200.
  *
  * The lists (the currency list, the coin list and ranks) are paid from their own part of the month's
  * credits (no burst of requests can spend it) and the minute's whole budget: one attempt each, outside
  * the breaker, so that their outage never refuses data calls (directory.ts holds them and backs off).
+ * The rank pages are one unit: their credits are taken together before the first page (all or none),
+ * those of pages not billed given back, and the pages of a load that stopped part-way are kept (an hour),
+ * so that the next try asks, and pays, only for the rest.
+ *
+ * `/coins/markets` by ids is split into calls whose whole URL, as sent, stays within `MAX_URL_CHARS`:
+ * CoinGecko's CDN answers 414 past about 8,100 characters, which 250 ids of bridged tokens pass.
  */
-import { Context, Duration, Effect, Layer, Redacted, Result, Semaphore } from "effect"
-import { Headers, HttpClient, HttpClientRequest } from "effect/http"
+import { Clock, Context, Duration, Effect, Layer, Redacted, Result, Semaphore } from "effect"
+import { Headers, HttpClient, HttpClientRequest, Url } from "effect/http"
 import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
 import { Charge, type SourceError } from "../upstream.ts"
-import { type Decoder, guardedCall, interpretResponse, layerGuardStoresMemory, layerGuardStoresRedis, makeCoolDown, type RawResponse, sendOnce } from "../upstreamCall.ts"
+import {
+  type Decoder,
+  type Exchange,
+  guardedCall,
+  interpretResponse,
+  layerGuardStoresMemory,
+  layerGuardStoresRedis,
+  makeCoolDown,
+  newExchange,
+  type RawResponse,
+  sendOnce
+} from "../upstreamCall.ts"
 import { makeBudget } from "./budget.ts"
 import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
-import { MonthlyBudget } from "./credits/MonthlyBudget.ts"
+import { type HeldCredits, MonthlyBudget } from "./credits/MonthlyBudget.ts"
 import {
   type ChartPoint,
   decodeCoinList,
@@ -28,7 +51,8 @@ import {
   decodeSupportedCurrencies,
   errorMessage,
   type ListedCoin,
-  type MarketRow
+  type MarketRow,
+  ownRefusal
 } from "./responses.ts"
 
 export type { ChartPoint, MarketRow } from "./responses.ts"
@@ -40,7 +64,12 @@ export interface CoinGeckoClientShape {
   readonly coinList: Effect.Effect<ReadonlyArray<ListedCoin>, SourceError>
   /** A list. `/coins/markets` in usd by market cap, one page (from 1): the ranks. */
   readonly coinsByRank: (page: number, perPage: number) => Effect.Effect<ReadonlyArray<MarketRow>, SourceError>
-  /** `/coins/markets` for coin ids, with 24h/7d/30d changes, paid by `charge`. */
+  /**
+   * A list. The ranks' pages 1..`pages` of `coinsByRank` (fewer when one comes back short), loaded and
+   * paid as one unit (see the header): their rows, best rank first.
+   */
+  readonly coinRanks: (pages: number, perPage: number) => Effect.Effect<ReadonlyArray<MarketRow>, SourceError>
+  /** `/coins/markets` for coin ids, with 24h/7d/30d changes, paid by `charge`: one call per batch the URL length allows. */
   readonly marketsByIds: (vsCurrency: string, ids: ReadonlyArray<string>, charge: Charge) => Effect.Effect<ReadonlyArray<MarketRow>, SourceError>
   /**
    * `/coins/{id}/market_chart/range` with daily points from `fromSeconds` to `toSeconds` (UNIX seconds,
@@ -76,12 +105,32 @@ export class CoinGeckoClient extends Context.Service<CoinGeckoClient, CoinGeckoC
 }
 
 const CHANGE_WINDOWS = "24h,7d,30d"
+/** CoinGecko's CDN refuses a URL past about 8,100 characters (414); ours, whole as sent, stay within this. */
+const MAX_URL_CHARS = 8_000
+/** The rows a /coins/markets call gives at most (its `per_page`), and so the ids it is asked for. */
+const MARKETS_PER_CALL = 250
+/** The pages of a rank load that stopped part-way are reused this long (ranks move slowly). */
+const RANK_PAGES_KEPT_MS = 3_600_000
+/** A refusal of history beyond the plan is logged at most this often. */
+const BEYOND_PLAN_LOG_MS = 3_600_000
+
+/** Whether CoinGecko billed an exchange: it answered 200, or may have (it went out and we stopped waiting). */
+const billed = (exchange: Exchange) => exchange.status === 200 || (exchange.sent && exchange.status === undefined && !exchange.unanswered)
+
+/** The length of a request's whole URL as it is sent (parameters encoded: a comma is %2C). */
+const urlLength = (request: HttpClientRequest.HttpClientRequest) =>
+  Result.match(Url.make(request.url, request.urlParams, undefined), { onSuccess: (url) => url.href.length, onFailure: () => Number.POSITIVE_INFINITY })
+
+/** What an id adds to a URL's query, encoded as sent. */
+const encodedLength = (id: string) => new URLSearchParams({ i: id }).toString().length - 2
+const COMMA_ENCODED = encodedLength(",")
 
 const makeCoinGeckoClient = Effect.gen(function*() {
   const config = yield* CoinGeckoConfig
   const http = yield* HttpClient.HttpClient
+  const month = yield* MonthlyBudget
   const ownLimiter = yield* RateLimiter.make.pipe(Effect.provide(RateLimiter.layerStoreMemory))
-  const budget = makeBudget(config, yield* RateLimiter.RateLimiter, ownLimiter, yield* MonthlyBudget)
+  const budget = makeBudget(config, yield* RateLimiter.RateLimiter, ownLimiter, month)
   const breaker = yield* CircuitBreaker.make({
     tripPolicy: CircuitBreaker.consecutive(config.breakerFailures),
     openDuration: Duration.millis(config.breakerOpenMs)
@@ -92,6 +141,7 @@ const makeCoinGeckoClient = Effect.gen(function*() {
   const reading = {
     source: "coingecko" as const,
     errorMessage,
+    ownRefusal,
     keyed: true,
     rateLimitedSeconds: (raw: RawResponse) => {
       const header = raw.headers["retry-after"]
@@ -109,21 +159,109 @@ const makeCoinGeckoClient = Effect.gen(function*() {
     return config.apiKey === undefined ? request : HttpClientRequest.setHeader(request, keyHeader, Redacted.value(config.apiKey))
   }
 
-  /** One HTTP exchange, read; a 429 starts the cool-down. */
-  const send = <A>(what: string, request: HttpClientRequest.HttpClientRequest, decode: Decoder<A>, timeoutMs: number) =>
-    sendOnce(http, "coingecko", what, request, timeoutMs).pipe(
+  // The plan's history refused (error 10012): said once an hour, as what it is, not as a refused key.
+  let beyondPlanSaidAt = Number.NEGATIVE_INFINITY
+  const noteBeyondPlan = (error: SourceError) =>
+    error.kind !== "beyond-plan" ? Effect.void : Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      if (now - beyondPlanSaidAt < BEYOND_PLAN_LOG_MS) return Effect.void
+      beyondPlanSaidAt = now
+      return Effect.logWarning(
+        "rates: CoinGecko was asked beyond the plan's history (error 10012); the series are asked at most 365 days back, so its clock or its window is not ours",
+        error.detail
+      )
+    })
+
+  /** One HTTP exchange, read; a 429 starts the cool-down. `exchange` learns what became of it. */
+  const send = <A>(what: string, request: HttpClientRequest.HttpClientRequest, decode: Decoder<A>, timeoutMs: number, exchange: Exchange) =>
+    sendOnce(http, "coingecko", what, request, timeoutMs, exchange).pipe(
       Effect.flatMap((raw) => interpretResponse(reading, what, raw, decode)),
-      Effect.tapError(coolDown.note)
+      Effect.tapError((error) => Effect.andThen(coolDown.note(error), noteBeyondPlan(error)))
     )
 
+  /** `attempt` with the credit `credits` takes: given back unless CoinGecko billed its exchange. */
+  const paying = <A>(credits: Effect.Effect<HeldCredits, SourceError>, attempt: (exchange: Exchange) => Effect.Effect<A, SourceError>) =>
+    Effect.suspend(() => {
+      const exchange = newExchange()
+      return Effect.acquireUseRelease(credits, () => attempt(exchange), (held) => (billed(exchange) ? Effect.void : held.giveBack(1)))
+    })
+
   /** Bodies of the lists are large (the coin list is over a MB): more time for their one attempt. */
+  const listTimeoutMs = config.attemptTimeoutMs * 3
   const listCall = <A>(what: string, path: string, params: Record<string, string>, decode: Decoder<A>): Effect.Effect<A, SourceError> =>
     Effect.suspend(() =>
       coolDown.check.pipe(
-        Effect.andThen(budget.spendForLists),
-        Effect.andThen(permits.withPermit(send(what, requestFor(path, params), decode, config.attemptTimeoutMs * 3)))
+        Effect.andThen(budget.listCall),
+        Effect.andThen(paying(budget.listCredits(1), (exchange) => permits.withPermit(send(what, requestFor(path, params), decode, listTimeoutMs, exchange))))
       )
     ).pipe(Effect.withSpan("coingecko.call", { attributes: { what } }))
+
+  const rankParams = (page: number, perPage: number) => ({ vs_currency: "usd", order: "market_cap_desc", per_page: String(perPage), page: String(page) })
+
+  // The pages of a rank load that stopped part-way, for the next try.
+  let unfinished: { readonly perPage: number; readonly at: number; readonly pages: ReadonlyArray<ReadonlyArray<MarketRow>> } | undefined
+  // Credits the lists' part can hold at once: a unit larger than that is paid in several.
+  const unitMax = Math.max(1, Math.floor(month.plan.capacity.lists))
+
+  const coinRanks = (pages: number, perPage: number): Effect.Effect<ReadonlyArray<MarketRow>, SourceError> =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const kept = unfinished !== undefined && unfinished.perPage === perPage && now - unfinished.at < RANK_PAGES_KEPT_MS ? unfinished : undefined
+      const startedAt = kept?.at ?? now
+      const loaded = [...(kept?.pages ?? [])]
+      const complete = () => loaded.length >= pages || (loaded.length > 0 && loaded.at(-1)!.length < perPage)
+      const unit = (count: number) => {
+        const exchanges: Array<Exchange> = []
+        const first = loaded.length + 1
+        const calls = Effect.gen(function*() {
+          for (let page = first; page < first + count && !complete(); page++) {
+            const what = `coin ranks page ${page}`
+            yield* coolDown.check
+            yield* budget.listCall
+            const exchange = newExchange()
+            exchanges.push(exchange)
+            loaded.push(yield* permits.withPermit(send(what, requestFor("/coins/markets", rankParams(page, perPage)), decodeMarkets, listTimeoutMs, exchange)))
+          }
+        })
+        return Effect.acquireUseRelease(budget.listCredits(count), () => calls, (held) => held.giveBack(count - exchanges.filter(billed).length))
+      }
+      const load = Effect.gen(function*() {
+        while (!complete()) yield* unit(Math.min(pages - loaded.length, unitMax))
+      })
+      // Stopped part-way: the pages loaded wait for the next try.
+      yield* Effect.onError(load, () => Effect.sync(() => void (unfinished = loaded.length > 0 ? { perPage, at: startedAt, pages: loaded } : undefined)))
+      unfinished = undefined
+      return loaded.flat()
+    }).pipe(Effect.withSpan("coingecko.call", { attributes: { what: "coin ranks" } }))
+
+  const marketsParams = (vsCurrency: string, ids: ReadonlyArray<string>) => ({
+    vs_currency: vsCurrency,
+    ids: ids.join(","),
+    per_page: String(Math.min(MARKETS_PER_CALL, Math.max(1, ids.length))),
+    price_change_percentage: CHANGE_WINDOWS
+  })
+
+  /**
+   * `ids` in calls of at most MARKETS_PER_CALL, each URL within MAX_URL_CHARS: the URL without ids (its
+   * `per_page` at its widest) grows by each id, encoded, and a comma between two.
+   */
+  const marketsBatches = (vsCurrency: string, ids: ReadonlyArray<string>) => {
+    const bare = urlLength(requestFor("/coins/markets", { ...marketsParams(vsCurrency, []), per_page: String(MARKETS_PER_CALL) }))
+    const batches: Array<Array<string>> = []
+    let batch: Array<string> = []
+    let length = bare
+    for (const id of ids) {
+      const added = encodedLength(id)
+      if (batch.length === MARKETS_PER_CALL || (batch.length > 0 && length + COMMA_ENCODED + added > MAX_URL_CHARS)) {
+        batches.push(batch)
+        batch = []
+        length = bare
+      }
+      length += (batch.length === 0 ? 0 : COMMA_ENCODED) + added
+      batch.push(id)
+    }
+    if (batch.length > 0) batches.push(batch)
+    return batches
+  }
 
   /**
    * One logical data call, paid by `charge`. Lazy: the request and its guards are built when it runs,
@@ -134,8 +272,10 @@ const makeCoinGeckoClient = Effect.gen(function*() {
       const request = requestFor(path, params)
       let attempts = 0
       const attempt = coolDown.check.pipe(
-        Effect.andThen(Effect.suspend(() => budget.spend(charge, attempts++ === 0))),
-        Effect.andThen(permits.withPermit(send(what, request, decode, config.attemptTimeoutMs)))
+        Effect.andThen(paying(
+          Effect.suspend(() => budget.spend(charge, attempts++ === 0)),
+          (exchange) => permits.withPermit(send(what, request, decode, config.attemptTimeoutMs, exchange))
+        ))
       )
       return guardedCall("coingecko", breaker, config, what, attempt, charge)
     }).pipe(Effect.withSpan("coingecko.call", { attributes: { what } }))
@@ -143,20 +283,13 @@ const makeCoinGeckoClient = Effect.gen(function*() {
   return CoinGeckoClient.of({
     supportedCurrencies: listCall("supported currencies", "/simple/supported_vs_currencies", {}, decodeSupportedCurrencies),
     coinList: listCall("coin list", "/coins/list", {}, decodeCoinList),
-    coinsByRank: (page, perPage) =>
-      listCall(`coin ranks page ${page}`, "/coins/markets", {
-        vs_currency: "usd",
-        order: "market_cap_desc",
-        per_page: String(perPage),
-        page: String(page)
-      }, decodeMarkets),
+    coinsByRank: (page, perPage) => listCall(`coin ranks page ${page}`, "/coins/markets", rankParams(page, perPage), decodeMarkets),
+    coinRanks,
     marketsByIds: (vsCurrency, ids, charge) =>
-      dataCall("markets", "/coins/markets", {
-        vs_currency: vsCurrency,
-        ids: ids.join(","),
-        per_page: String(Math.min(250, Math.max(1, ids.length))),
-        price_change_percentage: CHANGE_WINDOWS
-      }, decodeMarkets, charge),
+      Effect.map(
+        Effect.forEach(marketsBatches(vsCurrency, ids), (batch) => dataCall("markets", "/coins/markets", marketsParams(vsCurrency, batch), decodeMarkets, charge)),
+        (rows) => rows.flat()
+      ),
     marketChartRange: (id, vsCurrency, fromSeconds, toSeconds, charge) =>
       dataCall(`market chart range of ${id}`, `/coins/${encodeURIComponent(id)}/market_chart/range`, {
         vs_currency: vsCurrency,

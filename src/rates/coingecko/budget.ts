@@ -8,7 +8,9 @@
  *     for, charged to its caller; its excess is that caller's own 503, taken before any shared token is
  *     spent. Retries are the source's doing: they spend the shared buckets only;
  *   - then the month's credits (credits/MonthlyBudget.ts): a "cold" credit for a request, a "refresh"
- *     credit for background work, a "lists" credit for the lists; every attempt is a credit billed.
+ *     credit for background work, "lists" credits for the lists, held by the attempt until CoinGecko
+ *     answers, given back when it did not bill it (the client decides: only an answer 200 is billed).
+ * Every attempt counts against the minute's buckets, refused or not (CoinGecko counts it too).
  * The buckets live in the `RateLimiter`'s store: memory, or Redis shared by every instance. When that
  * store fails, the buckets hold in this process instead, each limit divided by the workers it knows of
  * (WEB_CONCURRENCY): never calls without a budget.
@@ -17,7 +19,7 @@ import { Duration, Effect } from "effect"
 import type { RateLimiter } from "effect/persistence"
 import { type Charge, failWithFor, type SourceError } from "../upstream.ts"
 import type { CoinGeckoConfigShape } from "./CoinGeckoConfig.ts"
-import type { MonthlyBudget } from "./credits/MonthlyBudget.ts"
+import type { HeldCredits, MonthlyBudget } from "./credits/MonthlyBudget.ts"
 
 const fail = failWithFor("coingecko")
 
@@ -32,10 +34,15 @@ const callerBucket = (caller: string): number => {
 }
 
 export interface Budget {
-  /** Spends what one attempt of a call costs; fails `rate-limited` (with Retry-After) when a bucket is empty. */
-  readonly spend: (charge: Charge, firstAttempt: boolean) => Effect.Effect<void, SourceError>
-  /** Spends what one call for the lists costs: the minute's whole budget, a credit of the lists' part. */
-  readonly spendForLists: Effect.Effect<void, SourceError>
+  /**
+   * What one attempt of a data call costs: its minute's tokens, then a month's credit held for it; fails
+   * `rate-limited` (with Retry-After) when a bucket or the month's part is empty.
+   */
+  readonly spend: (charge: Charge, firstAttempt: boolean) => Effect.Effect<HeldCredits, SourceError>
+  /** One call for the lists: a token of the minute's whole budget (their credits: `listCredits`). */
+  readonly listCall: Effect.Effect<void, SourceError>
+  /** The month's credits of `calls` calls for a list, from the lists' part, held together: all or none. */
+  readonly listCredits: (calls: number) => Effect.Effect<HeldCredits, SourceError>
 }
 
 /**
@@ -73,7 +80,8 @@ export const makeBudget = (
   const share = (caller: string) => bucket(`coingecko:caller:${callerBucket(caller)}`, config.callerCallsPerMinute, shareSpent)
 
   return {
-    spendForLists: Effect.andThen(whole, month.spend("lists")),
+    listCall: whole,
+    listCredits: (calls) => month.spend("lists", calls),
     spend: (charge, firstAttempt) => {
       if (charge._tag === "Background") return Effect.andThen(whole, month.spend("refresh"))
       const shared = Effect.andThen(Effect.andThen(cold, whole), month.spend("cold"))

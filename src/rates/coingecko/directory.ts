@@ -9,9 +9,10 @@
  *     one, and to the coin listed before it); a ticker no coin has is unknown.
  * The three lists (currencies, coins, ranks) are held as pinned copies (copies/), each on its own, so
  * that one that fails does not spend again on another: loaded in the background at start and daily,
- * paid from the lists' own part of the month's credits (no burst can spend it), by one instance at a
- * time when several share Redis (the others wait for its copy), the last good copy kept when a reload
- * fails, the next attempt backing off; a request finding nothing held waits (until its deadline) only for
+ * paid from the lists' own part of the month's credits (no burst can spend it; the rank pages as one
+ * unit: CoinGeckoClient.ts `coinRanks`), by one instance at a time when several share Redis (the others
+ * wait for its copy), the last good copy kept when a reload fails, the next attempt backing off (two
+ * minutes at most while none is held); a request finding nothing held waits (until its deadline) only for
  * a load running or due.
  */
 import { Duration, Effect, Layer, Schema } from "effect"
@@ -50,6 +51,12 @@ const COIN_LIST = "rates:v2:coin-list"
 const COIN_RANKS = "rates:v2:coin-ranks"
 /** Instances sharing a list reload a little apart, so one fetches and the others adopt its copy. */
 const RELOAD_SPREAD_MS = 5 * 60_000
+/**
+ * A list never loaded is tried again at least this often (when asked for): however long CoinGecko refused
+ * (a missing User-Agent: months of 403s), the index loads within minutes of it answering again. A refused
+ * call costs no credit, only one of the minute's calls.
+ */
+const NONE_HELD_RETRY_MAX_MS = 2 * 60_000
 
 /** The index from the list and the ranked rows (best rank first within a page). */
 const buildCoinIndex = (listed: Coins, ranked: Ranked): CoinIndex => {
@@ -84,6 +91,7 @@ const makeDirectory = Effect.gen(function*() {
       fetch: () => Effect.map(fetch, (value) => [[key, value] as const]),
       lastGoodMs,
       retryMs: config.auxiliaryRetryMs,
+      retryMaxMsWhileNoneHeld: Math.max(config.auxiliaryRetryMs, NONE_HELD_RETRY_MAX_MS),
       pinned: true,
       refreshSpreadMs: RELOAD_SPREAD_MS,
       warnOnFailure: true
@@ -100,15 +108,7 @@ const makeDirectory = Effect.gen(function*() {
     "coin ranks",
     COIN_RANKS,
     Ranked,
-    Effect.gen(function*() {
-      const rows: Array<Ranked[number]> = []
-      for (let page = 1; page <= config.indexRankPages; page++) {
-        const batch = yield* client.coinsByRank(page, PAGE_SIZE)
-        for (const { id, market_cap_rank, name, symbol } of batch) rows.push({ id, market_cap_rank, name, symbol })
-        if (batch.length < PAGE_SIZE) break
-      }
-      return rows
-    })
+    Effect.map(client.coinRanks(config.indexRankPages, PAGE_SIZE), (rows) => rows.map(({ id, market_cap_rank, name, symbol }) => ({ id, market_cap_rank, name, symbol })))
   )
   // The first loads, at start, in the background, one after the other: a refusal (a 429, the lists' credits
   // spent) stops the next before it calls, rather than three calls racing into it.

@@ -54,6 +54,24 @@ const describeStatus = (status: typeof ErrorStatus.Type) =>
   [status.error_code === undefined ? undefined : `code ${status.error_code}`, status.error_message]
     .filter((part) => part !== undefined).join(": ") || "no message"
 
+/** CoinGecko's own code for its error (10012, 429, ...), when its body gives one. */
+const errorCodeOf = (json: unknown): number | string | undefined => {
+  const parsed = decodeErrorBody(json)
+  if (Exit.isFailure(parsed)) return undefined
+  const value = parsed.value
+  if ("status" in value) return value.status.error_code
+  return typeof value.error === "string" ? undefined : value.error.status.error_code
+}
+
+/** Demo's (and keyless) history ends 365 days back; older is 401 with this code (upstreams.md §1.1). */
+const BEYOND_PLAN_HISTORY = 10012
+
+/** The refusals CoinGecko explains itself: the plan's history, which is no refused key (upstreamCall.ts `ownRefusal`). */
+export const ownRefusal = (status: number, json: unknown) =>
+  status === 401 && Number(errorCodeOf(json)) === BEYOND_PLAN_HISTORY
+    ? { kind: "beyond-plan" as const, reason: "asked beyond the plan's history (Demo: the past 365 days)" }
+    : undefined
+
 /** What CoinGecko said about its error, for logs and the error's reason. */
 export const errorMessage = (json: unknown): string => {
   const parsed = decodeErrorBody(json)

@@ -9,7 +9,8 @@
  *     the last good copy (kept `lastGoodMs`), marked stale;
  *   - negative results ("no such coin"): kept apart in the store, fresh for their time, never stale;
  *   - background refreshes of what is due, one per group, paid by nobody's request, backing off after
- *     a failure (doubling from `retryMs` up to an hour, or the source's own Retry-After when longer);
+ *     a failure (doubling from `retryMs` up to an hour, or less while none is held if the holder says
+ *     so, or the source's own Retry-After when longer);
  *   - bounded: by the store (CopyStore.ts), and pinned lists, one entry each, in this process.
  * A fetch runs in the holder's scope, not the reader's: a reader that stops waiting (its deadline)
  * wastes nothing, the copy still lands. (Effect's `Cache` interrupts a lookup that every waiter
@@ -137,7 +138,8 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
       Effect.flatMap(Clock.currentTimeMillis, (at) => {
         const failures = (backoff.get(group)?.failures ?? 0) + 1
         // A refusal that says when to come back (the month's pace, a 429) is taken at its word.
-        const waitMs = Math.max(Math.min(MAX_BACKOFF_MS, options.retryMs * 2 ** (failures - 1)), error.retryAfterSeconds * 1000)
+        const longest = hadCopy ? MAX_BACKOFF_MS : Math.min(MAX_BACKOFF_MS, options.retryMaxMsWhileNoneHeld ?? MAX_BACKOFF_MS)
+        const waitMs = Math.max(Math.min(longest, options.retryMs * 2 ** (failures - 1)), error.retryAfterSeconds * 1000)
         if (backoff.size >= BACKOFF_CAPACITY) backoff.clear()
         backoff.set(group, { until: at + waitMs, failures })
         const line = `rates: ${options.name} unavailable; ${hadCopy ? "serving the last good copy" : "none held yet"}, next try in ${Math.round(waitMs / 1000)} s`

@@ -71,6 +71,12 @@ export interface CopiesOptions<K, A, I = unknown> {
   readonly lastGoodMs: number
   /** First wait after a failed background fetch; doubles up to an hour. */
   readonly retryMs: number
+  /**
+   * The longest wait between background fetches while no copy is held (a list whose absence refuses
+   * requests), so that it loads soon after its source answers again; an hour when absent. A wait the
+   * source asked for (Retry-After, the month's pace) is taken at its word all the same.
+   */
+  readonly retryMaxMsWhileNoneHeld?: number | undefined
   /** Keys refreshed together: the group a key's refresh is known by, and what it fetches. */
   readonly refreshGroup?: {
     readonly of: (key: K) => string

@@ -70,12 +70,12 @@ describe("CoinGeckoClient reading upstream errors", () => {
       assert.include(error.detail, "HTML page")
     }))
 
-  it.live("reads {error: {status: {...}}} (the 365-day limit) and does not retry a 4xx", () =>
+  it.live("reads {error: {status: {...}}} (the 365-day limit: the plan's, not a refused key) and does not retry a 4xx", () =>
     Effect.gen(function*() {
       const { calls, error } = yield* chartError(json(401, {
         error: { status: { timestamp: "2026-11-22T10:00:00Z", error_code: 10012, error_message: "Your request exceeds the allowed time range." } }
       }))
-      assert.strictEqual(error.kind, "rejected")
+      assert.strictEqual(error.kind, "beyond-plan")
       assert.include(error.detail, "code 10012: Your request exceeds the allowed time range.")
       assert.strictEqual(calls, 1)
     }))

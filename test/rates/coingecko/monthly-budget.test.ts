@@ -4,7 +4,9 @@
  * PostgreSQL), so that neither a restart nor a second instance adds credits; without its store a process
  * spends its share of the pace only, from nothing, and what it spent is added when the store is back (issue
  * 27, finding 1); the ledger kept on the store's clock, repaired when out of its bounds (finding 3); one log
- * line when the pace holds a refresh back; the credits in the metrics.
+ * line when the pace holds a refresh back; the credits in the metrics. A credit is spent when CoinGecko
+ * billed its call (issue 35, finding 1): held while the call is in flight, given back otherwise, even
+ * through a store outage; a ledger an older build drained with refusals is recovered on its first read.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -272,5 +274,61 @@ describe("the ledger on the store's clock, repaired when out of bounds (issue 27
       assert.isAbove(yield* spendAll(budget, "cold"), 0)
       store.values.set(LEDGER, JSON.stringify({ lists: 6, cold: 0, refresh: 0, at: 0, month: "1970-01", spent: 0 }))
       assert.strictEqual(yield* spendAll(budget, "cold"), 0, "not a full reserve")
+    }))
+})
+
+describe("credits per answer 200 (issue 35, finding 1)", () => {
+  it.effect("credits held by calls in flight are not granted twice; those given back (calls not billed) are there again, off the month's count", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(NOW)
+      const store = storeCell({ now: NOW })
+      const budget = yield* makeMonthlyBudget(DEMO, store.cell)
+      const inFlight = []
+      for (let i = 0; i < 145; i++) inFlight.push(yield* budget.spend("cold"))
+      assert.strictEqual((yield* Effect.flip(budget.spend("cold"))).kind, "rate-limited", "145 in flight hold the cold part")
+      // 40 were refused by CoinGecko: their credits come back, and the month counts the 105 billed.
+      for (const held of inFlight.slice(0, 40)) yield* held.giveBack(1)
+      // Giving back more than was held gives back nothing more.
+      yield* inFlight[0]!.giveBack(1)
+      assert.strictEqual((yield* budget.snapshot).state.spent, 105)
+      assert.strictEqual(yield* spendAll(budget, "cold"), 40)
+      assert.match(metricsText(), /upstream_credits_spent_month\{[^}]*upstream="coingecko"[^}]*\} 145\b/)
+    }))
+
+  it.effect("a credit given back while the store is away reaches the shared ledger when it answers again", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(NOW)
+      const store = storeCell({ now: NOW })
+      const budget = yield* makeMonthlyBudget(DEMO, store.cell)
+      const held = yield* budget.spend("lists", 6)
+      assert.strictEqual(yield* spendAll(budget, "lists"), 0)
+      store.setDown(true)
+      // Five of the six calls were refused while the store was away.
+      yield* held.giveBack(5)
+      store.setDown(false)
+      assert.strictEqual(yield* spendAll(budget, "lists"), 5)
+      assert.strictEqual((yield* budget.snapshot).state.spent, 6)
+    }))
+
+  it.effect("a ledger an older build drained with refusals (every attempt charged) is recovered on its first read, within the month's allowance, once, logged", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(NOW)
+      const store = storeCell({ now: NOW })
+      // November 25th: 3,000 attempts counted, every part drained. The month allows 200 + 24.5 days of pace.
+      store.values.set(LEDGER, JSON.stringify({ lists: 0, cold: 0, refresh: 0, at: NOW, month: "2026-11", spent: 3_000 }))
+      const lines: Array<string> = []
+      const capture = Logger.layer([Logger.make(({ message }) => void lines.push(JSON.stringify(message)))])
+      const budget = yield* makeMonthlyBudget(DEMO, store.cell)
+      yield* Effect.gen(function*() {
+        assert.strictEqual(yield* spendAll(budget, "lists"), 6, "the lists' part full again: the coin index loads at once")
+        assert.strictEqual(yield* spendAll(budget, "cold"), 145)
+        assert.strictEqual(yield* spendAll(budget, "refresh"), 48)
+      }).pipe(Effect.provide(capture))
+      assert.strictEqual(lines.filter((line) => line.includes("charged refused calls")).length, 1, lines.join("\n"))
+      assert.strictEqual((yield* budget.snapshot).state.spent, 3_000 + 6 + 145 + 48)
+      assert.strictEqual(JSON.parse(store.values.get(LEDGER)!).billed, "answers")
+      // A ledger kept by this build, drained by credits CoinGecko billed, is not "recovered".
+      store.values.set(LEDGER, JSON.stringify({ lists: 0, cold: 0, refresh: 0, at: NOW, month: "2026-11", spent: 3_000, billed: "answers" }))
+      assert.strictEqual(yield* spendAll(budget, "cold"), 0)
     }))
 })

@@ -2,10 +2,23 @@
  * The month's arithmetic (src/rates/coingecko/credits/monthlyCredits.ts): the pace spends the plan in the
  * longest month with the reserve included, the parts lend their pace but never their reserve (the lists'
  * part lends, never borrows), a month of the greediest spending stays within the plan whatever day it
- * starts, and a stored ledger out of its bounds is repaired.
+ * starts, and a stored ledger out of its bounds is repaired. Credits are billed per answer 200 (issue 35,
+ * finding 1): calls paid together take theirs all at once or none, a call CoinGecko did not bill gives its
+ * credit back, and a ledger an older build drained with refusals is recovered within the month's allowance.
  */
 import { describe, expect, it } from "vitest"
-import { type CreditKind, type CreditState, LONGEST_MONTH_MS, parseState, planFor, repairState, settle, take } from "../../../src/rates/coingecko/credits/monthlyCredits.ts"
+import {
+  type CreditKind,
+  type CreditState,
+  giveBack,
+  LONGEST_MONTH_MS,
+  parseState,
+  planFor,
+  recoverAttempts,
+  repairState,
+  settle,
+  take
+} from "../../../src/rates/coingecko/credits/monthlyCredits.ts"
 
 const MINUTE = 60_000
 const DAY = 86_400_000
@@ -87,7 +100,7 @@ describe("monthly credits", () => {
 
   it("says how long until a credit comes back", () => {
     const plan = planFor(10_000)
-    const empty: CreditState = { lists: 0, cold: 0, refresh: 0, at: 0, month: "1970-01", spent: 0 }
+    const empty: CreditState = { lists: 0, cold: 0, refresh: 0, at: 0, month: "1970-01", spent: 0, billed: "answers" }
     const refused = take(empty, plan, "refresh", 0)
     expect(refused.granted).toBe(false)
     expect(refused.waitMs).toBe(Math.ceil(1 / plan.rate.refresh))
@@ -97,19 +110,20 @@ describe("monthly credits", () => {
   it("counts the calendar month's spend and starts again at the next", () => {
     const plan = planFor(10_000)
     const lastMinute = Date.parse("2026-11-30T23:59:00Z")
-    const taken = take({ lists: 6, cold: 10, refresh: 10, at: lastMinute, month: "2026-11", spent: 9_000 }, plan, "cold", lastMinute)
+    const taken = take({ lists: 6, cold: 10, refresh: 10, at: lastMinute, month: "2026-11", spent: 9_000, billed: "answers" }, plan, "cold", lastMinute)
     expect(taken.state.spent).toBe(9_001)
     expect(settle(taken.state, plan, lastMinute + 2 * MINUTE)).toMatchObject({ month: "2026-12", spent: 0 })
   })
 
   it("gives nothing back when the clock goes back", () => {
     const plan = planFor(10_000)
-    const state: CreditState = { lists: 1, cold: 1, refresh: 1, at: 10 * DAY, month: "1970-01", spent: 0 }
+    const state: CreditState = { lists: 1, cold: 1, refresh: 1, at: 10 * DAY, month: "1970-01", spent: 0, billed: "answers" }
     expect(settle(state, plan, 9 * DAY)).toMatchObject({ lists: 1, cold: 1, refresh: 1, at: 10 * DAY })
   })
 
-  it("reads back only what it wrote; a ledger written before the lists had their part gets theirs full", () => {
-    expect(parseState(JSON.stringify({ lists: 5, cold: 1, refresh: 2, at: 3, month: "2026-11", spent: 4 }))).toEqual({ lists: 5, cold: 1, refresh: 2, at: 3, month: "2026-11", spent: 4 })
+  it("reads back only what it wrote; a ledger written before the lists had their part gets theirs full; one written before answers 200 alone were billed says so", () => {
+    expect(parseState(JSON.stringify({ lists: 5, cold: 1, refresh: 2, at: 3, month: "2026-11", spent: 4, billed: "answers" }))).toEqual({ lists: 5, cold: 1, refresh: 2, at: 3, month: "2026-11", spent: 4, billed: "answers" })
+    expect(parseState(JSON.stringify({ lists: 5, cold: 1, refresh: 2, at: 3, month: "2026-11", spent: 4 }))?.billed).toBe("attempts")
     expect(parseState(JSON.stringify({ cold: 1, refresh: 2, at: 3, month: "2026-11", spent: 4 }))?.lists).toBe(Number.POSITIVE_INFINITY)
     for (const text of ["", "null", "{}", "[1]", "{\"cold\":\"1\",\"refresh\":2,\"at\":3,\"month\":\"x\",\"spent\":0}", "not json"]) {
       expect(parseState(text)).toBeUndefined()
@@ -119,7 +133,7 @@ describe("monthly credits", () => {
   it("repairs a stored ledger out of its bounds: levels within their parts, no time ahead, no untrusted month", () => {
     const plan = planFor(10_000)
     const now = Date.parse("2026-11-25T12:00:00Z")
-    const good: CreditState = { lists: 6, cold: 100, refresh: 10, at: now - MINUTE, month: "2026-11", spent: 500 }
+    const good: CreditState = { lists: 6, cold: 100, refresh: 10, at: now - MINUTE, month: "2026-11", spent: 500, billed: "answers" }
     expect(repairState(good, plan, now)).toEqual({ state: good, repaired: [] })
     // Levels that would refuse for ever, or grant more than a reserve.
     const levels = repairState({ ...good, cold: -1e12, refresh: 1e9, lists: Number.POSITIVE_INFINITY }, plan, now)
@@ -132,6 +146,59 @@ describe("monthly credits", () => {
     // A time of long ago, or a month that is not its time's: nothing to trust, empty (not a fresh reserve).
     for (const absurd of [{ ...good, at: 0, month: "1970-01" }, { ...good, at: 0 }, { ...good, month: "2026-10" }, { ...good, at: -1e20 }]) {
       expect(repairState(absurd, plan, now).state).toMatchObject({ lists: 0, cold: 0, refresh: 0, at: now, month: "2026-11" })
+    }
+  })
+
+  it("takes the credits of calls paid together all at once or none, with the wait for the whole unit", () => {
+    const plan = planFor(10_000)
+    const now = Date.parse("2026-11-25T12:00:00Z")
+    const three: CreditState = { lists: 3.5, cold: 0, refresh: 0, at: now, month: "2026-11", spent: 10, billed: "answers" }
+    const refused = take(three, plan, "lists", now, 4)
+    expect(refused).toMatchObject({ granted: false, waitMs: Math.ceil(0.5 / plan.rate.lists) })
+    expect(refused.state.lists).toBe(3.5)
+    const granted = take(three, plan, "lists", now, 3)
+    expect(granted.granted).toBe(true)
+    expect(granted.state).toMatchObject({ lists: 0.5, spent: 13 })
+  })
+
+  it("gives back a credit whose call was not billed: to its part (a full part spills as the pace does), off the month's count", () => {
+    const plan = planFor(10_000)
+    const now = Date.parse("2026-11-25T12:00:00Z")
+    const taken = take({ lists: 6, cold: 145.5, refresh: 10, at: now, month: "2026-11", spent: 100, billed: "answers" }, plan, "cold", now)
+    expect(taken.state).toMatchObject({ cold: 144.5, spent: 101 })
+    expect(giveBack(taken.state, plan, "cold", 1, "2026-11", now)).toMatchObject({ lists: 6, cold: 145.5, refresh: 10, spent: 100 })
+    // The part filled up meanwhile: what it cannot hold goes to the refresh part, as the pace would.
+    expect(giveBack({ ...taken.state, cold: 145 }, plan, "cold", 1, "2026-11", now)).toMatchObject({ cold: 145.5, refresh: 10.5, spent: 100 })
+    // Taken last month: this month's count is not last month's.
+    const nextMonth = Date.parse("2026-12-01T00:00:01Z")
+    expect(giveBack(taken.state, plan, "cold", 1, "2026-11", nextMonth)).toMatchObject({ month: "2026-12", spent: 0 })
+  })
+
+  it("recovers a ledger an older build drained with refusals, within what the calendar month still allows, once", () => {
+    const plan = planFor(10_000)
+    // A week of 403s into November, every attempt charged: the parts drained, 400 attempts counted.
+    const weekIn = Date.parse("2026-11-08T00:00:00Z")
+    const drained: CreditState = { lists: 0, cold: 0.2, refresh: 0, at: weekIn, month: "2026-11", spent: 400, billed: "attempts" }
+    const recovered = recoverAttempts(drained, plan, weekIn)
+    expect(recovered.state).toMatchObject({ ...plan.capacity, spent: 400, billed: "answers" })
+    expect(recovered.given).toBeCloseTo(200 - 0.2, 6)
+    // Once: the ledger now counts answers 200.
+    expect(recoverAttempts(recovered.state, plan, weekIn)).toEqual({ state: recovered.state, given: 0 })
+    // The month's allowance nearly spent (the reserve and a week's pace, 2,413 credits): only what is left.
+    const allowed = 200 + plan.ratePerMs * 7 * DAY
+    const busy = recoverAttempts({ ...drained, spent: allowed - 0.2 - 10 }, plan, weekIn)
+    expect(busy.given).toBeCloseTo(10, 6)
+    expect(busy.state.lists).toBe(6)
+    expect(busy.state.cold).toBeCloseTo(4.2, 6)
+    expect(busy.state.refresh).toBe(0)
+    expect(recoverAttempts({ ...drained, spent: allowed + 50 }, plan, weekIn).given).toBe(0)
+    // Whatever the ledger counted, what the month can spend at most (its count, what the parts hold, the
+    // pace to its end) passes the plan no more after the recovery than before it.
+    const paceToMonthEnd = plan.ratePerMs * (Date.parse("2026-12-01T00:00:00Z") - weekIn)
+    for (const spent of [0, 400, 2_000, 2_413, 5_000]) {
+      const { state } = recoverAttempts({ ...drained, spent }, plan, weekIn)
+      const before = spent + 0.2 + paceToMonthEnd
+      expect(spent + state.lists + state.cold + state.refresh + paceToMonthEnd).toBeLessThanOrEqual(Math.max(10_000, before) + 1e-6)
     }
   })
 })

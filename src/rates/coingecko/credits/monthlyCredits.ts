@@ -1,7 +1,9 @@
 /**
  * The arithmetic of CoinGecko's monthly credits (CONTRACT C4 "Over a month"), pure: no clock, no I/O.
  *
- * One credit a call. The month's credits come back continuously, at the pace that spends the plan in
+ * One credit per answer 200 (CoinGecko bills "each successful request (HTTP 200)"): a call takes its credit
+ * before it is sent, so that calls in flight together cannot spend more than there is, and gives it back
+ * when CoinGecko answered otherwise (MonthlyBudget.ts). The month's credits come back continuously, at the pace that spends the plan in
  * the longest month (31 days) with its reserve included, so that no calendar month, whatever day the
  * service was deployed, spends more than the plan:
  *
@@ -56,6 +58,12 @@ export const planFor = (perMonth: number, listsPerLoad = 6): CreditPlan => {
   }
 }
 
+/**
+ * What a ledger's `spent` counts: CoinGecko's answers 200 ("answers"), or, in a ledger an older build
+ * kept, every attempt, refused ones too ("attempts"; recoverAttempts reads it).
+ */
+type Billed = "answers" | "attempts"
+
 /** What is stored (as JSON), shared by every instance. */
 export interface CreditState {
   readonly lists: number
@@ -66,6 +74,7 @@ export interface CreditState {
   /** The calendar month (UTC) `spent` counts, `2026-11`. */
   readonly month: string
   readonly spent: number
+  readonly billed: Billed
 }
 
 export const monthOf = (epochMs: number): string => new Date(epochMs).toISOString().slice(0, 7)
@@ -75,19 +84,18 @@ export const initialState = (plan: CreditPlan, now: number): CreditState => ({
   ...plan.capacity,
   at: now,
   month: monthOf(now),
-  spent: 0
+  spent: 0,
+  billed: "answers"
 })
 
 /** A ledger with nothing to spend at `now`: what a process without its store, or a repaired ledger, starts from. */
-export const emptyState = (now: number, spent = 0): CreditState => ({ lists: 0, cold: 0, refresh: 0, at: now, month: monthOf(now), spent })
+export const emptyState = (now: number, spent = 0): CreditState => ({ lists: 0, cold: 0, refresh: 0, at: now, month: monthOf(now), spent, billed: "answers" })
 
-/** The levels at `now`: the credits come back since `at`, each part up to its capacity, the excess spilling over. */
-export const settle = (state: CreditState, plan: CreditPlan, now: number): CreditState => {
-  // A clock that went back gives nothing back, and moves nothing.
-  const elapsed = Math.max(0, now - state.at)
-  let lists = state.lists + elapsed * plan.rate.lists
-  let cold = state.cold + elapsed * plan.rate.cold
-  let refresh = state.refresh + elapsed * plan.rate.refresh
+type Levels = Readonly<Record<CreditKind, number>>
+
+/** Levels within their parts' capacities, what a full part would hold spilling over (lists → refresh ⇄ cold). */
+export const spill = (levels: Levels, plan: CreditPlan): Levels => {
+  let { cold, lists, refresh } = levels
   if (lists > plan.capacity.lists) {
     refresh += lists - plan.capacity.lists
     lists = plan.capacity.lists
@@ -100,9 +108,21 @@ export const settle = (state: CreditState, plan: CreditPlan, now: number): Credi
     cold = Math.min(plan.capacity.cold, cold + refresh - plan.capacity.refresh)
     refresh = plan.capacity.refresh
   }
+  return { lists, cold, refresh }
+}
+
+/** The levels at `now`: the credits come back since `at`, each part up to its capacity, the excess spilling over. */
+export const settle = (state: CreditState, plan: CreditPlan, now: number): CreditState => {
+  // A clock that went back gives nothing back, and moves nothing.
+  const elapsed = Math.max(0, now - state.at)
+  const levels = spill({
+    lists: state.lists + elapsed * plan.rate.lists,
+    cold: state.cold + elapsed * plan.rate.cold,
+    refresh: state.refresh + elapsed * plan.rate.refresh
+  }, plan)
   const at = Math.max(state.at, now)
   const month = monthOf(at)
-  return { lists, cold, refresh, at, month, spent: month === state.month ? state.spent : 0 }
+  return { ...levels, at, month, spent: month === state.month ? state.spent : 0, billed: state.billed }
 }
 
 export interface Taken {
@@ -112,12 +132,53 @@ export interface Taken {
   readonly waitMs: number
 }
 
-/** Takes one credit of `kind` at `now`, if its part holds one. */
-export const take = (previous: CreditState | undefined, plan: CreditPlan, kind: CreditKind, now: number): Taken => {
+/**
+ * Takes `count` credits of `kind` at `now` (calls paid together: all of them or none), if its part holds
+ * them; `count` is at most the part's capacity. They count as spent until given back.
+ */
+export const take = (previous: CreditState | undefined, plan: CreditPlan, kind: CreditKind, now: number, count = 1): Taken => {
   const state = previous === undefined ? initialState(plan, now) : settle(previous, plan, now)
   const level = state[kind]
-  if (level >= 1) return { state: { ...state, [kind]: level - 1, spent: state.spent + 1 }, granted: true, waitMs: 0 }
-  return { state, granted: false, waitMs: Math.ceil((1 - level) / plan.rate[kind]) }
+  if (level >= count) return { state: { ...state, [kind]: level - count, spent: state.spent + count }, granted: true, waitMs: 0 }
+  return { state, granted: false, waitMs: Math.ceil((count - level) / plan.rate[kind]) }
+}
+
+/**
+ * `count` credits of `kind` taken in `month` given back at `now`, their calls not billed (CoinGecko
+ * answered otherwise than 200): to their part, what a full part would hold spilling over as the pace
+ * does, and off the month's count while it is still that month.
+ */
+export const giveBack = (previous: CreditState | undefined, plan: CreditPlan, kind: CreditKind, count: number, month: string, now: number): CreditState => {
+  const state = previous === undefined ? initialState(plan, now) : settle(previous, plan, now)
+  const levels = spill({ lists: state.lists, cold: state.cold, refresh: state.refresh, [kind]: state[kind] + count }, plan)
+  return { ...state, ...levels, spent: state.month === month ? Math.max(0, state.spent - count) : state.spent }
+}
+
+/**
+ * A ledger kept by a build that charged every attempt (billed "attempts"): refusals took credits as if
+ * CoinGecko had billed them, and nothing in the ledger tells them apart from answers 200, so a long
+ * refusal (a missing User-Agent: months of 403s) leaves its parts drained. What it does tell is the
+ * month: its reserve and the pace since the month began, less what `spent` counted this month (every
+ * attempt: at least what CoinGecko billed) and what the parts hold, is what the month can still spend
+ * without passing its plan. That much at most is given back to the parts (lists, cold, refresh, in that
+ * order, each up to its capacity), once: the ledger then counts answers 200.
+ */
+export const recoverAttempts = (state: CreditState, plan: CreditPlan, now: number): { readonly state: CreditState; readonly given: number } => {
+  if (state.billed === "answers") return { state, given: 0 }
+  const settled = settle(state, plan, now)
+  const date = new Date(settled.at)
+  const monthBegan = Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), 1)
+  const reserve = plan.perMonth - plan.ratePerMs * LONGEST_MONTH_MS
+  const allowed = reserve + plan.ratePerMs * (settled.at - monthBegan)
+  let room = Math.max(0, allowed - settled.spent - (settled.lists + settled.cold + settled.refresh))
+  const levels = { lists: settled.lists, cold: settled.cold, refresh: settled.refresh }
+  for (const kind of ["lists", "cold", "refresh"] as const) {
+    const added = Math.min(room, Math.max(0, plan.capacity[kind] - levels[kind]))
+    levels[kind] += added
+    room -= added
+  }
+  const given = levels.lists + levels.cold + levels.refresh - (settled.lists + settled.cold + settled.refresh)
+  return { state: { ...settled, ...levels, billed: "answers" }, given }
 }
 
 const isFiniteNumber = (value: unknown): value is number => typeof value === "number" && Number.isFinite(value)
@@ -133,7 +194,9 @@ export const parseState = (text: string | undefined): CreditState | undefined =>
     ) {
       // A ledger of the release before the lists had their part: theirs is full.
       const lists = isFiniteNumber(value.lists) ? value.lists : Number.POSITIVE_INFINITY
-      return { lists, cold: value.cold, refresh: value.refresh, at: value.at, month: value.month, spent: value.spent }
+      // A ledger of the releases that charged every attempt says nothing of it.
+      const billed = value.billed === "answers" ? "answers" : "attempts"
+      return { lists, cold: value.cold, refresh: value.refresh, at: value.at, month: value.month, spent: value.spent, billed }
     }
   } catch {
     // fall through: not ours
@@ -175,5 +238,5 @@ export const repairState = (state: CreditState, plan: CreditPlan, now: number): 
   }
   const spent = Math.max(0, state.spent)
   if (spent !== state.spent) repaired.push(`spent ${state.spent}`)
-  return { state: { lists, cold, refresh, at, month: monthOf(at), spent }, repaired }
+  return { state: { lists, cold, refresh, at, month: monthOf(at), spent, billed: state.billed }, repaired }
 }
