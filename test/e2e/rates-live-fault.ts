@@ -1,8 +1,6 @@
 /**
- * Issue 28, done when (2), one fault of the feed at a time (rates-live-feed-refused.test.ts,
- * rates-live-feed-silent.test.ts, and issue 32's rates-live-feed-unreadable.test.ts, so that vitest runs
- * them side by side): two spawned services sharing
- * a private Redis, the Coinbase emulator with its public rate limit on (both call from 127.0.0.1: one
+ * Issue 28, done when (2), one fault of the feed (rates-live-feed-faults.test.ts runs each): two spawned
+ * services sharing a private Redis, the Coinbase emulator with its public rate limit on (both call from 127.0.0.1: one
  * address, one bucket of 10 a second bursting to 15), the landing page's traffic spread over both.
  *   warm-up: both instances' feeds connected (their rates_live_feed_connected gauge);
  *   fault, FAULT_MS: every answer 200, /readyz 200, BTC/ETH/SOL priced by Coinbase (REST tickers) at most 60 s old,

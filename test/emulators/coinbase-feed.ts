@@ -84,6 +84,8 @@ export interface CoinbaseFeedStats {
   readonly mode: CoinbaseFeedMode
   /** Connections open now. */
   readonly connections: number
+  /** The most connections open at once since the counts were last reset. */
+  readonly mostOpen: number
   /** Upgrades accepted, and refused (refuse mode, the connection cap, a bad handshake). */
   readonly accepted: number
   readonly refused: number
@@ -170,7 +172,7 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
   const markets = new Map<string, Market>()
   let mode: Exclude<CoinbaseFeedMode, "disconnect"> = "normal"
   let timers: Array<ReturnType<typeof setInterval>> = []
-  const zero = () => ({ accepted: 0, refused: 0, subscribes: 0, unsubscribes: 0, errors: 0, ticks: 0, heartbeats: 0 })
+  const zero = () => ({ mostOpen: 0, accepted: 0, refused: 0, subscribes: 0, unsubscribes: 0, errors: 0, ticks: 0, heartbeats: 0 })
   let counts = zero()
   let byProduct = new Map<string, { ticks: number; heartbeats: number }>()
   const callers = makeCallers()
@@ -402,6 +404,7 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
       }, MAX_MESSAGE_BYTES)
     }
     connections.add(connection)
+    counts.mostOpen = Math.max(counts.mostOpen, connections.size)
     armDeadline(connection)
     startTimers()
   }
