@@ -15,8 +15,7 @@ import { BodyProblemsLive } from "./http/validation.ts"
 import { NewsletterHandlers } from "./newsletter/handlers.ts"
 import { OptionalBearerLive } from "./oauth/bearerMiddleware.ts"
 import { OAuthHandlers } from "./oauth/handlers.ts"
-import { RatesHandlers } from "./rates/handlers.ts"
-import { ratesReadyAnswer } from "./rates/readyAnswer.ts"
+import { RatesHandlers, ratesReadyAnswer } from "./rates/handlers.ts"
 
 const ApiRoutes = HttpApiBuilder.layer(Api).pipe(
   Layer.provide([HealthHandlers, RatesHandlers, NewsletterHandlers, OAuthHandlers]),

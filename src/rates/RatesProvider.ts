@@ -40,7 +40,7 @@ export interface RatesAnswer {
    * retried. A provider whose answers never change may say `Infinity`.
    */
   readonly freshUntil: number
-  /** `result` encoded as the 200 body, when the provider already did so (answerMemo.ts); else the handler does. */
+  /** `result` encoded as the 200 body, when the provider already did so (answer.ts, RatesAnswerMemo); else the handler does. */
   readonly body?: Uint8Array | undefined
 }
 

@@ -6,15 +6,14 @@
  *      rest; 3. daily points of the coins, meanwhile;
  *   4. a second source for the coins the first cannot serve fresh now;
  *   5. the C4 body (answer.ts);
- *   6. the answer remembered, for the edge to repeat while it holds (answerMemo.ts).
+ *   6. the answer remembered, for the edge to repeat while it holds (answer.ts, RatesAnswerMemo).
  * All within `requestBudgetMs`: past it the request stops waiting (the work goes on and lands in the
  * copies). Who pays for what the request fetches is decided here: its caller (C4 "Under abuse").
  * Which adapters serve the ports, and in what order sources are asked, is decided in layer.ts.
  */
 import { Clock, Effect, Layer } from "effect"
-import { assembleAnswer, coinIds, notServedFresh, verdictOf, wantedCoins } from "./answer.ts"
-import { RatesAnswerMemo } from "./answerMemo.ts"
-import { RatesDemand } from "./demand.ts"
+import { assembleAnswer, coinIds, notServedFresh, RatesAnswerMemo, verdictOf, wantedCoins } from "./answer.ts"
+import { RatesDemand } from "./coingecko/latestPrices.ts"
 import { CoinDirectory, DailyPoints, LatestPrices, LiveQuotes, type PricesFound, SecondSource, type Spend, type WantedCoin } from "./ports.ts"
 import { type RatesAnswer, type RatesError, RatesProvider, type RatesQuery } from "./RatesProvider.ts"
 import { Charge } from "./upstream.ts"
@@ -47,7 +46,7 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
 
     const historical = (query: RatesQuery): Effect.Effect<RatesAnswer, RatesError> =>
       Effect.gen(function*() {
-        // Every request the edge does not repeat counts its caller here (demand.ts; the edge's repeats: readyAnswer.ts).
+        // Every request the edge does not repeat counts its caller here (demand.ts; the edge's repeats: handlers.ts ratesReadyAnswer).
         demand.note(query.caller, query.currency.toLowerCase())
         const startedAt = yield* Clock.currentTimeMillis
         const deadline = startedAt + budget

@@ -16,8 +16,7 @@ import type { Socket } from "effect/socket"
 import type { DurableCell } from "../platform/durableCell/DurableCell.ts"
 import { Leadership } from "../platform/leadership/Leadership.ts"
 import * as LeadershipRedis from "../platform/leadership/redis.ts"
-import { RatesAnswerMemo } from "./answerMemo.ts"
-import { RatesDemand } from "./demand.ts"
+import { RatesAnswerMemo } from "./answer.ts"
 import { CoinbaseClient } from "./coinbase/CoinbaseClient.ts"
 import { CoinbaseConfig } from "./coinbase/CoinbaseConfig.ts"
 import * as CoinbaseLiveQuotes from "./coinbase/liveQuotes.ts"
@@ -66,7 +65,7 @@ const wired = <R, L>(coinbaseClient: Layer.Layer<CoinbaseClient, never, R>, lead
       CoinGeckoDailyPoints.layer,
       coinbaseSources(coinbaseClient, leadership),
       RatesAnswerMemo.layer
-    ).pipe(Layer.provideMerge(RatesDemand.layer)))
+    ).pipe(Layer.provideMerge(CoinGeckoLatestPrices.RatesDemand.layer)))
   )
 
 /**

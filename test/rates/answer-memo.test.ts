@@ -5,7 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { TestClock } from "effect/testing"
-import { makeRatesAnswerMemo, memoKey, RatesAnswerMemo, REBUILD_GRACE_MS } from "../../src/rates/answerMemo.ts"
+import { makeRatesAnswerMemo, memoKey, RatesAnswerMemo, REBUILD_GRACE_MS } from "../../src/rates/answer.ts"
 import type { RatesAnswer, RatesQuery, RatesResult } from "../../src/rates/RatesProvider.ts"
 
 const NOW = Date.UTC(2026, 10, 22, 10, 0, 0)

@@ -6,7 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
-import { makeRatesDemand, RatesDemand, type RatesDemandShape } from "../../src/rates/demand.ts"
+import { makeRatesDemand, RatesDemand, type RatesDemandShape } from "../../src/rates/coingecko/latestPrices.ts"
 
 const T0 = Date.parse("2026-11-25T12:00:00Z")
 const MINUTE = 60_000

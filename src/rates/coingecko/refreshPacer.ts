@@ -2,7 +2,7 @@
  * How often the latest prices are refreshed, from the month's pace and the demand seen (CONTRACT C4
  * "Over a month", "Live quotes"). A unit is one currency's prices, refreshed for every coin asked in it
  * with `/coins/markets` calls (k = ceil(coins / 250) credits). The pace is shared by callers, not by units:
- * one caller, one share (src/rates/demand.ts), each caller's share spent on the currencies it asks, so a
+ * one caller, one share (RatesDemand, latestPrices.ts), each caller's share spent on the currencies it asks, so a
  * unit's weight w is the callers' shares in it and, with R = 0.9 × the month's pace and W = Σ w over units,
  *
  *   interval(u) = max(COINGECKO_LATEST_TTL_S, k(u) × W / (R × w(u))),   at most a week
@@ -25,7 +25,14 @@
  */
 import { recordRefreshIntervals } from "../../observability/metrics.ts"
 import { DAY_MS } from "../dailySeries.ts"
-import type { DemandWeights } from "../demand.ts"
+
+/** The demand as it stands: each currency's weight, and how many callers it comes from. */
+export interface DemandWeights {
+  /** Currency (lower case) → its weight, the callers' shares in it (see above). */
+  readonly weights: ReadonlyMap<string, number>
+  /** Callers seen within the window (each weighs 1 in all). */
+  readonly callers: number
+}
 
 /** Coins one `/coins/markets` call takes. */
 export const UNIT_SIZE = 250
@@ -33,7 +40,7 @@ export const UNIT_SIZE = 250
  * A currency's coins stay in its unit this long after they were last asked here, or three of its intervals
  * when that is longer: answers are repeated from memory until their prices are due, so a popular currency
  * may not reach the provider (and this tally) more often than once an interval. (Callers are counted at
- * every request, edge repeats included: demand.ts.)
+ * every request, edge repeats included: latestPrices.ts RatesDemand.)
  */
 const DEMAND_WINDOW_MS = 30 * 60_000
 /** The share of the pace the refreshes of latest prices plan for. */
@@ -94,7 +101,7 @@ export const unitIntervals = (
 export const makeRefreshPacer = (options: {
   readonly minIntervalMs: number
   readonly creditsPerMs: number
-  /** The callers' weights per currency now (demand.ts). */
+  /** The callers' weights per currency now (latestPrices.ts RatesDemand). */
   readonly demand: () => DemandWeights
 }): RefreshPacer => {
   // currency → coin id → when last asked (a Map keeps insertion order: re-inserting moves it last).

@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest"
 import { planFor } from "../../../src/rates/coingecko/credits/monthlyCredits.ts"
 import { makeRefreshPacer, MAX_INTERVAL_MS, PRICES_SHARE, unitIntervals } from "../../../src/rates/coingecko/refreshPacer.ts"
-import { makeRatesDemand } from "../../../src/rates/demand.ts"
+import { makeRatesDemand } from "../../../src/rates/coingecko/latestPrices.ts"
 
 const MINUTE = 60_000
 const T0 = Date.parse("2026-11-25T12:00:00Z")
