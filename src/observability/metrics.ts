@@ -113,7 +113,7 @@ export const recordCredits = (upstream: string, spent: number, left: number) => 
   handle(`credits spent ${upstream}`, creditsSpent, () => ({ upstream }))(spent)
   handle(`credits left ${upstream}`, creditsLeft, () => ({ upstream }))(left)
 }
-/** The refresh intervals of latest prices (refreshPacer.ts): the most demanded unit's, and the longest; no per-currency label. */
+/** The refresh intervals of latest prices (coingecko/latestPrices.ts, the refresh pacer): the most demanded unit's, and the longest; no per-currency label. */
 export const recordRefreshIntervals = (topSeconds: number, longestSeconds: number) => {
   handle("refresh interval", refreshInterval, () => ({}))(topSeconds)
   handle("refresh interval max", refreshIntervalMax, () => ({}))(longestSeconds)

@@ -1,146 +1,33 @@
 /**
- * `LatestPrices` served by CoinGecko: a coin's latest price and % changes from `/coins/markets`, one call
- * for every cold coin of a request (and the rest of its currency's unit, for the same one credit:
- * refreshPacer.ts), held as copies (copies/) that live for their currency's refresh interval, the share
- * of the month's pace its callers have (RatesDemand, below), and refreshed behind the callers'
- * backs, one call per currency for every coin asked in it. During an outage the last good copies serve,
- * marked stale.
+ * How long a latest price is held, in one file: who asks which currency (RatesDemand), how often each
+ * currency's prices may be refreshed for that demand within the month's pace (the refresh pacer), and
+ * `LatestPrices` served by CoinGecko, held as copies (copies/) for their currency's interval.
+ *
+ * A coin's latest price and % changes come from `/coins/markets`, one call for every cold coin of a request
+ * and the rest of its currency's unit (the same one credit), refreshed behind the callers' backs, one call
+ * per currency for every coin asked in it. During an outage the last good copies serve, marked stale.
  */
 import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
+import { recordRefreshIntervals } from "../../observability/metrics.ts"
 import { makeCopies } from "../copies/Copies.ts"
 import type { CopyStore } from "../copies/CopyStore.ts"
 import { freshFor, type Timing } from "../copies/entry.ts"
+import { DAY_MS } from "../dailySeries.ts"
 import { type Latest, LatestPrices, type Served } from "../ports.ts"
 import type { Charge } from "../upstream.ts"
 import { CoinGeckoClient, type MarketRow } from "./CoinGeckoClient.ts"
 import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
 import { MonthlyBudget } from "./credits/MonthlyBudget.ts"
-import { type DemandWeights, makeRefreshPacer, UNIT_SIZE } from "./refreshPacer.ts"
-
-export const ATTRIBUTION = "Data provided by CoinGecko"
-
-/** As held (and shared through Redis): the port's `Latest`. */
-const LatestSchema = Schema.NullOr(Schema.Struct({
-  name: Schema.String,
-  price: Schema.NullOr(Schema.Finite),
-  change24h: Schema.NullOr(Schema.Finite),
-  change7d: Schema.NullOr(Schema.Finite),
-  change30d: Schema.NullOr(Schema.Finite)
-}))
-
-const latestKey = (currency: string, id: string) => `rates:v2:latest:${currency}:${id}`
-
-interface PriceOf {
-  readonly currency: string
-  readonly id: string
-}
-
-const toLatest = (row: MarketRow): NonNullable<Latest> => ({
-  name: row.name,
-  price: row.current_price,
-  change24h: row.price_change_percentage_24h_in_currency ?? row.price_change_percentage_24h ?? null,
-  change7d: row.price_change_percentage_7d_in_currency ?? null,
-  change30d: row.price_change_percentage_30d_in_currency ?? null
-})
-
-const makeLatestPrices = Effect.gen(function*() {
-  const config = yield* CoinGeckoConfig
-  const client = yield* CoinGeckoClient
-  const { plan } = yield* MonthlyBudget
-  const demand = yield* RatesDemand
-  const pacer = makeRefreshPacer({ minIntervalMs: config.latestTtlSeconds * 1000, creditsPerMs: plan.ratePerMs, demand: demand.weights })
-  const attemptTimeout = Duration.millis(config.attemptTimeoutMs)
-
-  // Fresh for its unit's interval when stored, refreshed when asked for an attempt's time before it
-  // ends (so the new copy lands before the old one expires), served one interval more while the refresh
-  // runs or the pace holds it back (at most the wait for one credit); past that, a request waits for a
-  // cold fetch, and during an outage gets the copy marked stale.
-  const timing = (value: Latest, storedAt: number, { currency }: PriceOf): Timing => {
-    if (value === null) return freshFor(Duration.seconds(config.latestTtlSeconds))
-    const ttl = Duration.millis(pacer.interval(currency, storedAt))
-    return { ttl, refreshAhead: Duration.min(Duration.divideUnsafe(ttl, 2), attemptTimeout), grace: ttl }
-  }
-
-  /** One call for `keys` (all of one currency), taking its unit along, so the unit's prices stay in step. */
-  const fetch = (keys: ReadonlyArray<PriceOf>, charge: Charge) =>
-    Effect.gen(function*() {
-      const currency = keys[0]!.currency
-      const now = yield* Clock.currentTimeMillis
-      const asked = keys.map((key) => key.id)
-      const batch = [...new Set([...asked, ...pacer.unit(currency, now)])].slice(0, Math.max(asked.length, UNIT_SIZE)).sort()
-      const rows = yield* client.marketsByIds(currency, batch, charge)
-      const byId = new Map(rows.map((row) => [row.id, row] as const))
-      return batch.map((id): readonly [PriceOf, Latest] => {
-        const row = byId.get(id)
-        return [{ currency, id }, row === undefined ? null : toLatest(row)]
-      })
-    })
-
-  const copies = yield* makeCopies<PriceOf, Latest>({
-    name: "latest prices",
-    source: "coingecko",
-    keyOf: ({ currency, id }) => latestKey(currency, id),
-    value: LatestSchema,
-    timing,
-    isNegative: (value) => value === null,
-    fetch,
-    batched: true,
-    lastGoodMs: config.staleTtlHours * 3_600_000,
-    retryMs: config.auxiliaryRetryMs,
-    // A currency's coins are refreshed together, one call.
-    refreshGroup: {
-      of: ({ currency }) => `latest-unit:${currency}`,
-      keys: ({ currency }, now) => pacer.unit(currency, now).map((id) => ({ currency, id }))
-    }
-  })
-
-  return LatestPrices.of({
-    source: "coingecko",
-    attribution: ATTRIBUTION,
-    latest: (ids, currency, { charge, deadline }) =>
-      Effect.gen(function*() {
-        pacer.note(currency, ids, yield* Clock.currentTimeMillis)
-        const keys = ids.map((id) => ({ currency, id }))
-        const { failure, served } = yield* copies.getAll(keys, charge, deadline)
-        const latest = new Map<string, Served<Latest>>()
-        for (const key of keys) {
-          const found = served.get(key)
-          if (found !== undefined) latest.set(key.id, found)
-        }
-        return { latest, failure }
-      })
-  })
-})
 
 /**
- * Needs the client, the config, the month's budget and the callers' demand (together they set the refresh
- * intervals; the demand is the one the use case and the edge note: one instance per build) and the copies' store.
- */
-export const layer: Layer.Layer<LatestPrices, never, CoinGeckoClient | CoinGeckoConfig | MonthlyBudget | RatesDemand | CopyStore> = Layer.effect(
-  LatestPrices,
-  makeLatestPrices
-)
-
-/**
- * RatesDemand: who asks which currency, and when: the demand the refresh of latest prices is shared by (CONTRACT C4
- * "Live quotes": what one caller asks cannot lengthen the refresh of what others ask;
- * refreshPacer.ts turns it into intervals). One caller, one share: each caller (a request's
- * `RatesQuery.caller`, `ip:<bucket>` or `client:<id>`; none: one shared `anonymous`) seen within the
- * window weighs 1, split evenly over the currencies it asked within the window, so a currency's weight is
+ * RatesDemand: who asks which currency, the demand the refresh is shared by (CONTRACT C4 "Live quotes":
+ * what one caller asks cannot lengthen the refresh of what others ask). One caller, one share: each
+ * caller (`RatesQuery.caller`; none: one shared `anonymous`) seen within the window weighs 1, split evenly
+ * over the currencies it asked, so w(currency) = Σ over its callers of 1 / (currencies that caller asked).
  *
- *   w(currency) = Σ over the callers asking it of 1 / (currencies that caller asked)
- *
- * and asking more currencies spreads one's own share thinner, never takes more of it.
- *
- * Every request counts once, where it is answered: a repeat the edge sends from RatesAnswerMemo is noted by
- * the rates ready answer (handlers.ts), any other by the use case (historicalRates.ts). So both must see
- * ONE instance: provide `RatesDemand.layer` within the server's one build, as `RatesAnswerMemo.layer` is
- * (Layers are memoised per build: the same `layer` value provided in several places is one instance).
- *
- * `note` runs on the edge's hot path: a pair noted less than a second ago is left as it is (two Map
- * reads). Memory is bounded: callers, currencies per caller and pairs in all; beyond, the callers noted
- * least recently are forgotten first. The weights are summed when asked, at most once a second unless
- * something new was noted (the pacer asks when it stores prices, a few times an interval).
+ * Every request counts once, where it is answered: an edge repeat by the ready answer (handlers.ts), any
+ * other by the use case; so provide `RatesDemand.layer` once per build. `note` is on the edge's hot path:
+ * a pair noted under a second ago costs two Map reads. Bounded: callers, currencies per caller, pairs.
  */
 
 export interface RatesDemandShape {
@@ -152,14 +39,11 @@ export interface RatesDemandShape {
   readonly size: () => { readonly callers: number; readonly pairs: number }
 }
 
+/** How long a caller counts (30 minutes); most callers (100,000), currencies per caller (64: all CoinGecko quotes), pairs (200,000). */
 export interface RatesDemandOptions {
-  /** How long a caller's request counts (default 30 minutes). */
   readonly windowMs?: number
-  /** Most callers held (default 100,000). */
   readonly maxCallers?: number
-  /** Most currencies held per caller, its latest (default 64: every currency CoinGecko quotes, about 60). */
   readonly maxCurrenciesPerCaller?: number
-  /** Most (caller, currency) pairs held in all (default 200,000). */
   readonly maxPairs?: number
 }
 
@@ -171,9 +55,8 @@ interface Caller {
 }
 
 const ANONYMOUS = "anonymous"
-/** A pair noted this recently is not noted again: the hot path stays two Map reads. */
+/** A pair noted this recently is not noted again; weights summed this recently are reused unless something new was noted. */
 const NOTE_EVERY_MS = 1_000
-/** Weights summed this recently are reused unless something new was noted. */
 const SUM_EVERY_MS = 1_000
 
 /** The demand, telling time by `now` (the Clock's `currentTimeMillisUnsafe`). */
@@ -280,3 +163,260 @@ export class RatesDemand extends Context.Service<RatesDemand, RatesDemandShape>(
   /** Half an hour's callers, at most 100,000. Provide it once (see above). */
   static readonly layer: Layer.Layer<RatesDemand> = RatesDemand.layerWith({})
 }
+
+/**
+ * The refresh pacer (CONTRACT C4 "Over a month", "Live quotes"). A unit is one currency's prices, refreshed
+ * for every coin asked in it (k = ceil(coins / 250) credits). The pace is shared by callers, not units: a
+ * unit's weight w is its callers' shares (RatesDemand) and, with R = 0.9 × the month's pace, W = Σ w,
+ *
+ *   interval(u) = max(COINGECKO_LATEST_TTL_S, k(u) × W / (R × w(u))),   at most a week
+ *
+ * so Σ k / interval = R and each caller's budget is 1/N of the pace (a caller lengthens the others'
+ * intervals by (N + 1) / N). Demo, the landing page (200 addresses asking usd and eur): 10.1 minutes each;
+ * Basic: 61 s. A unit whose share buys less than a refresh a week gets the week, its cost taken off R first
+ * (at most half of R), so the cap lends nobody's budget unseen; a unit nobody asked costs nothing. The tenth
+ * kept back pays for the daily points and the lists. The interval is a price's lifetime when stored
+ * (below), so an answer repeats unchanged until its prices are due; the ledger (credits/) holds the pace.
+ */
+
+/** The demand as it stands: each currency's weight (its callers' shares), and the callers seen within the window. */
+export interface DemandWeights {
+  readonly weights: ReadonlyMap<string, number>
+  readonly callers: number
+}
+
+/** Coins one `/coins/markets` call takes. */
+export const UNIT_SIZE = 250
+/** A coin stays in its currency's unit this long after last asked here, or three intervals (repeats are answered from memory). */
+const DEMAND_WINDOW_MS = 30 * 60_000
+/** The share of the pace latest prices plan for; the longest interval; what capped units may take off the pace. */
+export const PRICES_SHARE = 0.9
+export const MAX_INTERVAL_MS = 7 * DAY_MS
+const CAPPED_SHARE = 0.5
+
+/** Bounds what a flood of currencies and coins can make this remember. */
+const MAX_CURRENCIES = 1_000
+
+/** A currency's unit: the calls one refresh takes, and its weight. */
+interface Unit {
+  readonly currency: string
+  readonly calls: number
+  readonly weight: number
+}
+
+/**
+ * Each unit's interval (ms): the rule above. Units whose share buys less than a refresh in `maxMs` are
+ * capped, their cost taken off the rate first (fewest callers per call first); the rest share what is left.
+ */
+export const unitIntervals = (
+  units: ReadonlyArray<Unit>,
+  options: { readonly minIntervalMs: number; readonly ratePerMs: number; readonly maxMs?: number }
+): Map<string, number> => {
+  const maxMs = options.maxMs ?? MAX_INTERVAL_MS
+  const intervals = new Map<string, number>()
+  let rate = options.ratePerMs
+  let weight = 0
+  for (const unit of units) weight += unit.weight
+  const floor = options.ratePerMs * (1 - CAPPED_SHARE)
+  for (const unit of [...units].sort((a, b) => a.weight / a.calls - b.weight / b.calls)) {
+    const paced = unit.weight > 0 ? (unit.calls * weight) / (rate * unit.weight) : Infinity
+    if (paced >= maxMs) {
+      intervals.set(unit.currency, maxMs)
+      if (unit.weight > 0 && rate - unit.calls / maxMs >= floor) {
+        rate -= unit.calls / maxMs
+        weight -= unit.weight
+      }
+      continue
+    }
+    intervals.set(unit.currency, Math.max(options.minIntervalMs, Math.ceil(paced)))
+  }
+  return intervals
+}
+
+export const makeRefreshPacer = (options: {
+  readonly minIntervalMs: number
+  readonly creditsPerMs: number
+  /** The callers' weights per currency now (RatesDemand, above). */
+  readonly demand: () => DemandWeights
+}) => {
+  // currency → coin id → when last asked (a Map keeps insertion order: re-inserting moves it last).
+  const coinsOf = new Map<string, Map<string, number>>()
+  const lastAsked = new Map<string, number>()
+  // Each currency's last interval, for its window; and the intervals computed last, reused for the same
+  // instant and demand (a batch of 250 prices stored at once asks 250 times).
+  const lastInterval = new Map<string, number>()
+  let computed: { readonly at: number; readonly demand: DemandWeights; readonly intervals: Map<string, number> } | undefined
+  const window = (currency: string) => Math.max(DEMAND_WINDOW_MS, 3 * (lastInterval.get(currency) ?? 0))
+
+  const prune = (now: number) => {
+    for (const [currency, at] of lastAsked) {
+      if (now - at <= window(currency)) continue
+      lastAsked.delete(currency)
+      coinsOf.delete(currency)
+      lastInterval.delete(currency)
+      computed = undefined
+    }
+  }
+
+  /** Notes that `ids` were asked in `currency` at `now`. */
+  const note = (currency: string, ids: ReadonlyArray<string>, now: number) => {
+    let coins = coinsOf.get(currency)
+    if (coins === undefined) {
+      prune(now)
+      if (coinsOf.size >= MAX_CURRENCIES) return
+      coinsOf.set(currency, coins = new Map())
+    }
+    const before = coins.size
+    for (const id of ids) {
+      coins.delete(id)
+      coins.set(id, now)
+    }
+    // Coins no longer asked leave their unit; the oldest first.
+    for (const [id, at] of coins) {
+      if (now - at <= window(currency) && coins.size <= UNIT_SIZE * 4) break
+      coins.delete(id)
+    }
+    if (coins.size !== before) computed = undefined
+    lastAsked.delete(currency)
+    lastAsked.set(currency, now)
+  }
+
+  /** The coins of `currency` asked within the window, most recently asked first, one unit's worth. */
+  const unit = (currency: string, now: number): ReadonlyArray<string> => {
+    const coins = coinsOf.get(currency)
+    if (coins === undefined) return []
+    const ids: Array<string> = []
+    for (const [id, at] of [...coins].reverse()) {
+      if (ids.length >= UNIT_SIZE || now - at > window(currency)) break
+      ids.push(id)
+    }
+    return ids
+  }
+
+  const intervals = (now: number) => {
+    const demand = options.demand()
+    prune(now)
+    if (computed !== undefined && computed.at === now && computed.demand === demand) return computed.intervals
+    const units: Array<Unit> = []
+    for (const [currency, coins] of coinsOf) {
+      units.push({ currency, calls: Math.max(1, Math.ceil(coins.size / UNIT_SIZE)), weight: demand.weights.get(currency) ?? 0 })
+    }
+    const found = unitIntervals(units, { minIntervalMs: options.minIntervalMs, ratePerMs: PRICES_SHARE * options.creditsPerMs })
+    // What most callers get (the most demanded unit's), and the longest any caller within the window gets.
+    let top: Unit | undefined
+    let longest = 0
+    for (const unit of units) {
+      const ms = found.get(unit.currency)!
+      lastInterval.set(unit.currency, ms)
+      if (unit.weight > 0) longest = Math.max(longest, ms)
+      if (top === undefined || unit.weight > top.weight) top = unit
+    }
+    if (top !== undefined) recordRefreshIntervals(found.get(top.currency)! / 1000, longest / 1000)
+    computed = { at: now, demand, intervals: found }
+    return found
+  }
+
+  // Not a unit only when MAX_CURRENCIES are: the longest.
+  const interval = (currency: string, now: number) => intervals(now).get(currency) ?? MAX_INTERVAL_MS
+
+  return { note, unit, interval }
+}
+
+export const ATTRIBUTION = "Data provided by CoinGecko"
+
+/** As held (and shared through Redis): the port's `Latest`. */
+const LatestSchema = Schema.NullOr(Schema.Struct({
+  name: Schema.String,
+  price: Schema.NullOr(Schema.Finite),
+  change24h: Schema.NullOr(Schema.Finite),
+  change7d: Schema.NullOr(Schema.Finite),
+  change30d: Schema.NullOr(Schema.Finite)
+}))
+
+const latestKey = (currency: string, id: string) => `rates:v2:latest:${currency}:${id}`
+
+interface PriceOf {
+  readonly currency: string
+  readonly id: string
+}
+
+const toLatest = (row: MarketRow): NonNullable<Latest> => ({
+  name: row.name,
+  price: row.current_price,
+  change24h: row.price_change_percentage_24h_in_currency ?? row.price_change_percentage_24h ?? null,
+  change7d: row.price_change_percentage_7d_in_currency ?? null,
+  change30d: row.price_change_percentage_30d_in_currency ?? null
+})
+
+const makeLatestPrices = Effect.gen(function*() {
+  const config = yield* CoinGeckoConfig
+  const client = yield* CoinGeckoClient
+  const { plan } = yield* MonthlyBudget
+  const demand = yield* RatesDemand
+  const pacer = makeRefreshPacer({ minIntervalMs: config.latestTtlSeconds * 1000, creditsPerMs: plan.ratePerMs, demand: demand.weights })
+  const attemptTimeout = Duration.millis(config.attemptTimeoutMs)
+
+  // Fresh for its unit's interval, refreshed an attempt's time before it ends, served one interval more
+  // while the refresh runs or the pace holds it back; past that a request waits (an outage: stale).
+  const timing = (value: Latest, storedAt: number, { currency }: PriceOf): Timing => {
+    if (value === null) return freshFor(Duration.seconds(config.latestTtlSeconds))
+    const ttl = Duration.millis(pacer.interval(currency, storedAt))
+    return { ttl, refreshAhead: Duration.min(Duration.divideUnsafe(ttl, 2), attemptTimeout), grace: ttl }
+  }
+
+  /** One call for `keys` (all of one currency), taking its unit along, so the unit's prices stay in step. */
+  const fetch = (keys: ReadonlyArray<PriceOf>, charge: Charge) =>
+    Effect.gen(function*() {
+      const currency = keys[0]!.currency
+      const now = yield* Clock.currentTimeMillis
+      const asked = keys.map((key) => key.id)
+      const batch = [...new Set([...asked, ...pacer.unit(currency, now)])].slice(0, Math.max(asked.length, UNIT_SIZE)).sort()
+      const rows = yield* client.marketsByIds(currency, batch, charge)
+      const byId = new Map(rows.map((row) => [row.id, row] as const))
+      return batch.map((id): readonly [PriceOf, Latest] => {
+        const row = byId.get(id)
+        return [{ currency, id }, row === undefined ? null : toLatest(row)]
+      })
+    })
+
+  const copies = yield* makeCopies<PriceOf, Latest>({
+    name: "latest prices",
+    source: "coingecko",
+    keyOf: ({ currency, id }) => latestKey(currency, id),
+    value: LatestSchema,
+    timing,
+    isNegative: (value) => value === null,
+    fetch,
+    batched: true,
+    lastGoodMs: config.staleTtlHours * 3_600_000,
+    retryMs: config.auxiliaryRetryMs,
+    // A currency's coins are refreshed together, one call.
+    refreshGroup: {
+      of: ({ currency }) => `latest-unit:${currency}`,
+      keys: ({ currency }, now) => pacer.unit(currency, now).map((id) => ({ currency, id }))
+    }
+  })
+
+  return LatestPrices.of({
+    source: "coingecko",
+    attribution: ATTRIBUTION,
+    latest: (ids, currency, { charge, deadline }) =>
+      Effect.gen(function*() {
+        pacer.note(currency, ids, yield* Clock.currentTimeMillis)
+        const keys = ids.map((id) => ({ currency, id }))
+        const { failure, served } = yield* copies.getAll(keys, charge, deadline)
+        const latest = new Map<string, Served<Latest>>()
+        for (const key of keys) {
+          const found = served.get(key)
+          if (found !== undefined) latest.set(key.id, found)
+        }
+        return { latest, failure }
+      })
+  })
+})
+
+/** The demand is the one the use case and the edge note: one instance per build. */
+export const layer: Layer.Layer<LatestPrices, never, CoinGeckoClient | CoinGeckoConfig | MonthlyBudget | RatesDemand | CopyStore> = Layer.effect(
+  LatestPrices,
+  makeLatestPrices
+)

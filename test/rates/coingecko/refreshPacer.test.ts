@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest"
 import { planFor } from "../../../src/rates/coingecko/credits/monthlyCredits.ts"
-import { makeRefreshPacer, MAX_INTERVAL_MS, PRICES_SHARE, unitIntervals } from "../../../src/rates/coingecko/refreshPacer.ts"
+import { makeRefreshPacer, MAX_INTERVAL_MS, PRICES_SHARE, unitIntervals } from "../../../src/rates/coingecko/latestPrices.ts"
 import { makeRatesDemand } from "../../../src/rates/coingecko/latestPrices.ts"
 
 const MINUTE = 60_000
