@@ -4,7 +4,7 @@
  *
  * Data calls (latest prices, daily points) are paid by the `Charge` their caller passes, and guarded,
  * outermost first: circuit breaker → overall time budget → retries (transient only) → per attempt:
- * 429 cool-down → budget (budget.ts: the caller's share, the cold pool, the minute, the month) →
+ * 429 cool-down → budget (credits/MonthlyBudget.ts: the caller's share, the cold pool, the minute, the month) →
  * concurrency permit → HTTP with a timeout. Budget and permit are taken per attempt because each attempt
  * counts against the minute's limit; the breaker sees one outcome per logical call, and at most one
  * failure per request.
@@ -40,9 +40,8 @@ import {
   type RawResponse,
   sendOnce
 } from "../upstreamCall.ts"
-import { makeBudget } from "./budget.ts"
 import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
-import { type HeldCredits, MonthlyBudget } from "./credits/MonthlyBudget.ts"
+import { type HeldCredits, makeBudget, MonthlyBudget } from "./credits/MonthlyBudget.ts"
 import {
   type ChartPoint,
   decodeCoinList,

@@ -4,8 +4,8 @@
  * or a second instance adds no credit. It is kept on the store's clock, so an instance whose own clock
  * runs ahead moves it no further than the others; a stored value out of its bounds is repaired (logged).
  *
- * Each call takes a credit of its kind first (budget.ts, asked by CoinGeckoClient.ts): "lists" for the
- * start-up and daily lists, "cold" when a request waits for it, "refresh" when nobody does. No credit:
+ * Each call takes a credit of its kind first (`makeBudget` below, asked by CoinGeckoClient.ts): "lists"
+ * for the start-up and daily lists, "cold" when a request waits for it, "refresh" when nobody does. No credit:
  * the call is not made, and the caller gets `rate-limited` with the seconds until one comes back (the
  * request: a held copy, the second source, or 503). A credit is held while its call is in flight, so that
  * calls made together never spend more than there is, and given back when CoinGecko did not bill the call
@@ -21,12 +21,13 @@
  * what it spent meanwhile is added to the shared ledger when the store answers again. Held copies and the
  * second source serve meanwhile.
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Duration, Effect, Layer } from "effect"
+import type { RateLimiter } from "effect/persistence"
 import { DurableCell, type DurableCellShape } from "../../../platform/durableCell/DurableCell.ts"
 import { makeMemoryCell } from "../../../platform/durableCell/memory.ts"
 import { recordCredits } from "../../../observability/metrics.ts"
-import { failWithFor, type SourceError } from "../../upstream.ts"
-import { CoinGeckoConfig } from "../CoinGeckoConfig.ts"
+import { type Charge, failWithFor, type SourceError } from "../../upstream.ts"
+import { CoinGeckoConfig, type CoinGeckoConfigShape } from "../CoinGeckoConfig.ts"
 import {
   type CreditKind,
   type CreditPlan,
@@ -34,12 +35,13 @@ import {
   emptyState,
   giveBack,
   initialState,
-  parseState,
+  type LedgerChange,
+  ledgerAt,
+  ledgerStep,
+  NOTHING_OWED,
+  type Owed,
   planFor,
-  recoverAttempts,
-  repairState,
-  settle,
-  spill,
+  shareOf,
   take,
   type Taken
 } from "./monthlyCredits.ts"
@@ -83,31 +85,7 @@ export class MonthlyBudget extends Context.Service<MonthlyBudget, {
 export const LEDGER = "coingecko-credits"
 const MAX_RACES = 16
 
-/** The plan one of `workers` processes spends alone: its share of every part and of the pace. */
-const shareOf = (plan: CreditPlan, workers: number): CreditPlan => {
-  const part = (values: Readonly<Record<CreditKind, number>>) =>
-    ({ lists: values.lists / workers, cold: values.cold / workers, refresh: values.refresh / workers })
-  return { perMonth: plan.perMonth / workers, ratePerMs: plan.ratePerMs / workers, capacity: part(plan.capacity), rate: part(plan.rate) }
-}
-
-type Owed = Readonly<Record<CreditKind, number>>
-const NOTHING_OWED: Owed = { lists: 0, cold: 0, refresh: 0 }
 const sumOf = (owed: Owed) => owed.lists + owed.cold + owed.refresh
-const isOwing = (owed: Owed) => owed.lists !== 0 || owed.cold !== 0 || owed.refresh !== 0
-
-/**
- * `state` less what was spent without it (or plus what was given back without it: owed below zero), each
- * part within zero and its capacity, the month's count moved by as much.
- */
-const withOwed = (state: CreditState, owed: Owed, plan: CreditPlan): CreditState => ({
-  ...state,
-  ...spill({
-    lists: Math.max(0, state.lists - owed.lists),
-    cold: Math.max(0, state.cold - owed.cold),
-    refresh: Math.max(0, state.refresh - owed.refresh)
-  }, plan),
-  spent: Math.max(0, state.spent + sumOf(owed))
-})
 
 export const makeMonthlyBudget = (plan: CreditPlan, cell: DurableCellShape, options: { readonly workers: number } = { workers: 1 }) =>
   Effect.gen(function*() {
@@ -122,51 +100,36 @@ export const makeMonthlyBudget = (plan: CreditPlan, cell: DurableCellShape, opti
 
     const publish = (state: CreditState) => recordCredits("coingecko", state.spent, Math.max(0, plan.perMonth - state.spent))
 
-    /** The stored ledger at `now`: repaired when out of its bounds, recovered when an older build kept it. */
-    const readStored = (text: string | undefined, now: number) =>
-      Effect.gen(function*() {
-        const stored = parseState(text)
-        if (text !== undefined && stored === undefined) {
-          // A value that is not a ledger (corrupted, another release's) starts empty, not full.
-          yield* Effect.logWarning("rates: the credit ledger holds no ledger; starting it empty")
-          return { base: emptyState(now), recovered: undefined }
-        }
-        if (stored === undefined) return { base: undefined, recovered: undefined }
-        const { repaired, state } = repairState(stored, plan, now)
-        if (repaired.length > 0) yield* Effect.logWarning(`rates: the credit ledger was out of its bounds, repaired: ${repaired.join("; ")}`)
-        const recovered = recoverAttempts(state, plan, now)
-        return { base: recovered.state, recovered: recovered.state === state ? undefined : recovered.given }
-      })
-
     /**
-     * Read, repair, recover, settle what is owed, `change`, compare-and-set; again when another instance
-     * wrote in between. Undefined when contention outlasted the races allowed.
+     * Read, then one step of the ledger's arithmetic (monthlyCredits.ts `ledgerStep`: repair, recover,
+     * settle what is owed, `change`), compare-and-set; again when another instance wrote in between.
+     * Undefined when contention outlasted the races allowed.
      */
-    const updateShared = <R>(change: (base: CreditState | undefined, now: number) => { readonly state: CreditState; readonly result: R }) =>
+    const updateShared = (change: LedgerChange) =>
       Effect.gen(function*() {
         for (let race = 0; race < MAX_RACES; race++) {
           const now = yield* cell.now
           const text = yield* cell.get(LEDGER)
-          const { recovered, ...read } = yield* readStored(text, now)
-          let base = read.base
           const owing = owed
-          if (isOwing(owing)) base = withOwed(base === undefined ? initialState(plan, now) : settle(base, plan, now), owing, plan)
-          const changed = change(base, now)
-          if (yield* cell.compareAndSet(LEDGER, text, JSON.stringify(changed.state))) {
+          const step = ledgerStep(text, plan, now, owing, change)
+          if (step.unreadable) yield* Effect.logWarning("rates: the credit ledger holds no ledger; starting it empty")
+          if (step.repaired.length > 0) yield* Effect.logWarning(`rates: the credit ledger was out of its bounds, repaired: ${step.repaired.join("; ")}`)
+          if (yield* cell.compareAndSet(LEDGER, text, step.text)) {
+            const state = step.taken.state
             // At once, before anything else runs: the metric follows the ledger's writes in their order.
-            publish(changed.state)
-            if (recovered !== undefined) {
+            publish(state)
+            if (step.recovered !== undefined) {
               yield* Effect.logInfo(
-                `rates: the credit ledger was kept by a build that charged refused calls too; ${Math.floor(recovered)} credits given back within the month's allowance`
+                `rates: the credit ledger was kept by a build that charged refused calls too; ${Math.floor(step.recovered)} credits given back within the month's allowance`
               )
             }
-            if (isOwing(owing)) {
+            if (step.settledOwed) {
               yield* Effect.logInfo(`rates: what this process spent while the ledger was away (${sumOf(owing)} credits) is now in it`)
               // Less what was settled: calls ending meanwhile may have owed more.
               owed = { lists: owed.lists - owing.lists, cold: owed.cold - owing.cold, refresh: owed.refresh - owing.refresh }
             }
-            lastSpent = changed.state.spent
-            return changed
+            lastSpent = state.spent
+            return step.taken
           }
         }
         return undefined
@@ -188,7 +151,7 @@ export const makeMonthlyBudget = (plan: CreditPlan, cell: DurableCellShape, opti
     const returnCredits = (kind: CreditKind, count: number, month: string, fromShared: boolean) =>
       Effect.gen(function*() {
         if (fromShared && !storeDown) {
-          const given = yield* Effect.result(updateShared((base, now) => ({ state: giveBack(base, plan, kind, count, month, now), result: undefined })))
+          const given = yield* Effect.result(updateShared({ _tag: "GiveBack", kind, count, month }))
           if (given._tag === "Success" && given.success !== undefined) return
         }
         owe(kind, -count)
@@ -214,17 +177,14 @@ export const makeMonthlyBudget = (plan: CreditPlan, cell: DurableCellShape, opti
 
     const spend = (kind: CreditKind, count = 1): Effect.Effect<HeldCredits, SourceError> =>
       Effect.gen(function*() {
-        const shared = yield* Effect.result(updateShared((base, now) => {
-          const taken = take(base, plan, kind, now, count)
-          return { state: taken.state, result: taken }
-        }))
+        const shared = yield* Effect.result(updateShared({ _tag: "Take", kind, count }))
         let taken: Taken
         if (shared._tag === "Success") {
           if (storeDown) yield* Effect.logInfo(`rates: the credit ledger (${cell.store}) answers again`)
           storeDown = false
           local = undefined
           // Contention this high means instances spend faster than the pace anyway: refuse this one.
-          taken = shared.success?.result ?? { state: emptyState(yield* Clock.currentTimeMillis, lastSpent), granted: false, waitMs: 1_000 }
+          taken = shared.success ?? { state: emptyState(yield* Clock.currentTimeMillis, lastSpent), granted: false, waitMs: 1_000 }
         } else {
           if (!storeDown) {
             yield* Effect.logWarning(
@@ -254,10 +214,95 @@ export const makeMonthlyBudget = (plan: CreditPlan, cell: DurableCellShape, opti
 
     const snapshot = Effect.gen(function*() {
       const now = yield* Effect.catch(cell.now, () => Clock.currentTimeMillis)
-      const stored = parseState(yield* Effect.orElseSucceed(cell.get(LEDGER), () => undefined))
-      if (stored === undefined) return { plan, state: local ?? initialState(plan, now) }
-      return { plan, state: settle(repairState(stored, plan, now).state, plan, now) }
+      const state = ledgerAt(yield* Effect.orElseSucceed(cell.get(LEDGER), () => undefined), plan, now)
+      return { plan, state: state ?? local ?? initialState(plan, now) }
     })
 
     return MonthlyBudget.of({ plan, spend, snapshot })
   })
+
+/**
+ * What a CoinGecko call costs, asked by the client before each attempt (CONTRACT C4, "Under abuse and
+ * faults" and "Over a month"), from the `Charge` its caller decided:
+ *   - the whole budget of the minute (`COINGECKO_CALLS_PER_MIN`): every call;
+ *   - the cold pool (the minute's budget but `COINGECKO_REFRESH_RESERVE_PCT` of it): calls a request
+ *     waits for, so that refreshes of what many callers ask for and the lists always find a token;
+ *   - the caller's share (`COINGECKO_CALLER_SHARE_PCT`): the first attempt of each call a request waits
+ *     for, charged to its caller; its excess is that caller's own 503, taken before any shared token is
+ *     spent. Retries are the source's doing: they spend the shared buckets only;
+ *   - then the month's credits (`MonthlyBudget` above): a "cold" credit for a request, a "refresh"
+ *     credit for background work, "lists" credits for the lists, held by the attempt until CoinGecko
+ *     answers, given back when it did not bill it (the client decides: only an answer 200 is billed).
+ * Every attempt counts against the minute's buckets, refused or not (CoinGecko counts it too).
+ * The buckets live in the `RateLimiter`'s store: memory, or Redis shared by every instance. When that
+ * store fails, the buckets hold in this process instead, each limit divided by the workers it knows of
+ * (WEB_CONCURRENCY): never calls without a budget.
+ */
+const fail = failWithFor("coingecko")
+
+/**
+ * Callers are hashed into 65,536 buckets: the memory store keeps one small state per key for good, so
+ * the number of keys is bounded whatever the number of addresses; and no address is written to Redis.
+ */
+const callerBucket = (caller: string): number => {
+  let hash = 0x811c9dc5
+  for (let i = 0; i < caller.length; i++) hash = Math.imul(hash ^ caller.charCodeAt(i), 0x01000193) >>> 0
+  return hash & 0xffff
+}
+
+export interface Budget {
+  /**
+   * What one attempt of a data call costs: its minute's tokens, then a month's credit held for it; fails
+   * `rate-limited` (with Retry-After) when a bucket or the month's part is empty.
+   */
+  readonly spend: (charge: Charge, firstAttempt: boolean) => Effect.Effect<HeldCredits, SourceError>
+  /** One call for the lists: a token of the minute's whole budget (their credits: `listCredits`). */
+  readonly listCall: Effect.Effect<void, SourceError>
+  /** The month's credits of `calls` calls for a list, from the lists' part, held together: all or none. */
+  readonly listCredits: (calls: number) => Effect.Effect<HeldCredits, SourceError>
+}
+
+/**
+ * `limiter` keeps the buckets (memory, or Redis for several instances); `ownLimiter`, always in memory,
+ * keeps this process's share of them while `limiter`'s store fails.
+ */
+export const makeBudget = (
+  config: CoinGeckoConfigShape,
+  limiter: RateLimiter.RateLimiter,
+  ownLimiter: RateLimiter.RateLimiter,
+  month: MonthlyBudget["Service"]
+): Budget => {
+  let storeFailing = false
+  const exceeded = (spent: string) => (error: RateLimiter.RateLimiterError) =>
+    error.reason._tag === "RateLimitExceeded" ? fail("rate-limited", spent, Math.ceil(Duration.toSeconds(error.reason.retryAfter))) : Effect.die(error)
+  const bucket = (key: string, limit: number, spent: string) => {
+    const own = ownLimiter.consume({ key, algorithm: "token-bucket", onExceeded: "fail", limit: Math.max(1, Math.floor(limit / config.workers)), window: "1 minute" })
+    return limiter.consume({ key, algorithm: "token-bucket", onExceeded: "fail", limit, window: "1 minute" }).pipe(
+      Effect.tap(() => Effect.sync(() => void (storeFailing = false))),
+      Effect.catchTag("RateLimiterError", (error) =>
+        error.reason._tag === "RateLimitExceeded"
+          ? exceeded(spent)(error)
+          // The limiter's store is down (Redis): this process's share of the bucket, never no bucket.
+          : Effect.andThen(
+            storeFailing ? Effect.void : Effect.logWarning("rates: upstream budget store unavailable; this process's share of it meanwhile", error.reason.message),
+            Effect.andThen(Effect.sync(() => void (storeFailing = true)), Effect.catchTag(own, "RateLimiterError", exceeded(spent)))
+          )),
+      Effect.asVoid
+    )
+  }
+  const coldLimit = Math.max(1, config.callsPerMinute - config.refreshReservePerMinute)
+  const whole = bucket("coingecko:calls", config.callsPerMinute, `our upstream budget of ${config.callsPerMinute} calls/min is spent`)
+  const cold = bucket("coingecko:cold", coldLimit, `the budget for new data (${coldLimit} calls/min) is spent`)
+  const shareSpent = `this caller's share of the upstream budget (${config.callerCallsPerMinute} calls/min) is spent`
+  const share = (caller: string) => bucket(`coingecko:caller:${callerBucket(caller)}`, config.callerCallsPerMinute, shareSpent)
+
+  return {
+    listCall: whole,
+    listCredits: (calls) => month.spend("lists", calls),
+    spend: (charge, firstAttempt) => {
+      if (charge._tag === "Background") return Effect.andThen(whole, month.spend("refresh"))
+      const shared = Effect.andThen(Effect.andThen(cold, whole), month.spend("cold"))
+      return charge.caller !== undefined && firstAttempt ? Effect.andThen(share(charge.caller), shared) : shared
+    }
+  }
+}

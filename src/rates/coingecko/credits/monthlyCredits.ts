@@ -240,3 +240,78 @@ export const repairState = (state: CreditState, plan: CreditPlan, now: number): 
   if (spent !== state.spent) repaired.push(`spent ${state.spent}`)
   return { state: { lists, cold, refresh, at, month: monthOf(at), spent, billed: state.billed }, repaired }
 }
+
+/** The plan one of `workers` processes spends alone: its share of every part and of the pace. */
+export const shareOf = (plan: CreditPlan, workers: number): CreditPlan => {
+  const part = (values: Levels) => ({ lists: values.lists / workers, cold: values.cold / workers, refresh: values.refresh / workers })
+  return { perMonth: plan.perMonth / workers, ratePerMs: plan.ratePerMs / workers, capacity: part(plan.capacity), rate: part(plan.rate) }
+}
+
+/** What a process spent without the shared ledger (given back without it: below zero), per kind. */
+export type Owed = Levels
+export const NOTHING_OWED: Owed = { lists: 0, cold: 0, refresh: 0 }
+
+/** What one write of the shared ledger does: take credits for calls, or give back those of calls not billed. */
+export type LedgerChange =
+  | { readonly _tag: "Take"; readonly kind: CreditKind; readonly count: number }
+  | { readonly _tag: "GiveBack"; readonly kind: CreditKind; readonly count: number; readonly month: string }
+
+/** One attempt at the shared ledger: what to write, its outcome, and what its read found (to log). */
+export interface LedgerStep {
+  /** The ledger to compare-and-set in place of the one read. */
+  readonly text: string
+  readonly taken: Taken
+  /** The text read was no ledger: started empty. */
+  readonly unreadable: boolean
+  /** What was out of its bounds and repaired (repairState). */
+  readonly repaired: ReadonlyArray<string>
+  /** Credits given back to a ledger an older build kept (recoverAttempts), when it was one. */
+  readonly recovered: number | undefined
+  /** Whether `owed` is in the ledger written. */
+  readonly settledOwed: boolean
+}
+
+/**
+ * The ledger `text` read at `now` (the store's clock), repaired when out of its bounds, recovered when an
+ * older build kept it, with what this process owes it settled, then changed: one pure step per
+ * compare-and-set attempt (MonthlyBudget.ts writes it, and tries again when another instance wrote first).
+ */
+export const ledgerStep = (text: string | undefined, plan: CreditPlan, now: number, owed: Owed, change: LedgerChange): LedgerStep => {
+  const stored = parseState(text)
+  // A value that is not a ledger (corrupted, another release's) starts empty, not full.
+  const unreadable = text !== undefined && stored === undefined
+  let base: CreditState | undefined = unreadable ? emptyState(now) : undefined
+  let repaired: ReadonlyArray<string> = []
+  let recovered: number | undefined
+  if (stored !== undefined) {
+    const repair = repairState(stored, plan, now)
+    repaired = repair.repaired
+    const recovery = recoverAttempts(repair.state, plan, now)
+    base = recovery.state
+    if (recovery.state !== repair.state) recovered = recovery.given
+  }
+  const settledOwed = owed.lists !== 0 || owed.cold !== 0 || owed.refresh !== 0
+  if (settledOwed) {
+    // Less what was spent without it (plus what was given back without it), each part within zero and its capacity.
+    const state = base === undefined ? initialState(plan, now) : settle(base, plan, now)
+    base = {
+      ...state,
+      ...spill({
+        lists: Math.max(0, state.lists - owed.lists),
+        cold: Math.max(0, state.cold - owed.cold),
+        refresh: Math.max(0, state.refresh - owed.refresh)
+      }, plan),
+      spent: Math.max(0, state.spent + owed.lists + owed.cold + owed.refresh)
+    }
+  }
+  const taken: Taken = change._tag === "Take"
+    ? take(base, plan, change.kind, now, change.count)
+    : { state: giveBack(base, plan, change.kind, change.count, change.month, now), granted: true, waitMs: 0 }
+  return { text: JSON.stringify(taken.state), taken, unreadable, repaired, recovered, settledOwed }
+}
+
+/** The ledger `text` as it stands at `now`, read, not changed (undefined: none stored, or not a ledger). */
+export const ledgerAt = (text: string | undefined, plan: CreditPlan, now: number): CreditState | undefined => {
+  const stored = parseState(text)
+  return stored === undefined ? undefined : settle(repairState(stored, plan, now).state, plan, now)
+}
