@@ -7,7 +7,7 @@
  * source (`coveredFrom`..`coveredTo`), with or without a point (a coin listed later has none before).
  *
  * One service over three stores (memory, files under DATA_DIR, PostgreSQL with DATABASE_URL), each only
- * keeping and handing back (seriesStore.ts): what any store hands back is validated here, the same way,
+ * keeping and handing back (dailySeries.ts `SeriesStore`): what any store hands back is validated here, the same way,
  * so a day that is not a positive price at 00:00 UTC never reaches an answer, whoever wrote it.
  */
 import { Clock, Context, Data, Effect, Layer, Option } from "effect"
@@ -17,13 +17,13 @@ import { Database, reasonOf } from "../../database/Database.ts"
 import { recordBadHistoryDays } from "../../observability/metrics.ts"
 import type { FileError } from "../../platform/files.ts"
 import type { StartupFailure } from "../../lifecycle/StartupFailure.ts"
-import { lastPublishedDay } from "../dailySeries.ts"
+import { type HeldSeries, lastPublishedDay, type SeriesId, type SeriesStore, seriesKey, validSeries } from "../dailySeries.ts"
+import type { SourceName } from "../upstream.ts"
 import { makeFileStore } from "./fileStore.ts"
 import { makeMemoryStore } from "./memoryStore.ts"
 import { makePostgresStore } from "./postgresStore.ts"
-import { type HeldSeries, type SeriesId, type SeriesStore, seriesKey, validSeries } from "./seriesStore.ts"
 
-export type { HeldSeries } from "./seriesStore.ts"
+export type { HeldSeries } from "../dailySeries.ts"
 
 /** The history could not be read or written (a file, PostgreSQL). Never holds data or the URL. */
 export class HistoryError extends Data.TaggedError("HistoryError")<{
@@ -36,48 +36,50 @@ export class HistoryError extends Data.TaggedError("HistoryError")<{
 }
 
 export interface DailyHistoryShape {
-  readonly read: (id: SeriesId) => Effect.Effect<Option.Option<HeldSeries>, HistoryError>
+  readonly read: (id: SeriesId<SourceName>) => Effect.Effect<Option.Option<HeldSeries>, HistoryError>
   /** Adds days: coverage becomes the hull of the held and the new; a day already held is kept as is (first write wins). */
-  readonly write: (id: SeriesId, series: HeldSeries) => Effect.Effect<void, HistoryError>
+  readonly write: (id: SeriesId<SourceName>, series: HeldSeries) => Effect.Effect<void, HistoryError>
 }
 
 /** Series already reported, at most this many (then forgotten at once). */
 const REPORTED_CAPACITY = 1_000
 
-/** A store behind the one validation, its failures as `HistoryError`. */
+/**
+ * A store behind the one validation, its failures as `HistoryError`. Each read and write is one
+ * generator: it calls the store and the validation (dailySeries.ts) and resumes here, no callback of
+ * this file entered in between.
+ */
 const validated = <E>(store: SeriesStore<E>, reasonOf: (error: E) => string): DailyHistoryShape => {
   const reported = new Set<string>()
-  const reportOnce = (id: SeriesId, line: string, detail: string) =>
-    Effect.suspend(() => {
-      const key = seriesKey(id)
-      if (reported.has(key)) return Effect.void
-      if (reported.size >= REPORTED_CAPACITY) reported.clear()
-      reported.add(key)
-      return Effect.logWarning(line, detail).pipe(Effect.annotateLogs({ series: key }))
-    })
-  const failed = (operation: string) => (error: E) => new HistoryError({ operation, reason: reasonOf(error) })
+  function* reportOnce(id: SeriesId, line: string, detail: string) {
+    const key = seriesKey(id)
+    if (reported.has(key)) return
+    if (reported.size >= REPORTED_CAPACITY) reported.clear()
+    reported.add(key)
+    yield* Effect.logWarning(line, detail).pipe(Effect.annotateLogs({ series: key }))
+  }
+  const readingFailed = (error: E) => new HistoryError({ operation: "reading", reason: reasonOf(error) })
+  const writingFailed = (error: E) => new HistoryError({ operation: "writing", reason: reasonOf(error) })
   return {
     read: (id) =>
-      Effect.all([store.read(id), Clock.currentTimeMillis]).pipe(
-        Effect.mapError(failed("reading")),
-        Effect.flatMap(([stored, now]) => {
-          if (stored === undefined) return Effect.succeed(Option.none())
-          const valid = validSeries(stored, lastPublishedDay(now))
-          if (valid === undefined) {
-            return Effect.as(reportOnce(id, "rates history: unreadable series, taken as nothing held; the next fetch replaces it", "no coverage"), Option.none())
-          }
-          if (valid.dropped.length === 0) return Effect.succeed(Option.some(valid.series))
+      Effect.gen(function*() {
+        const stored = yield* Effect.mapError(store.read(id), readingFailed)
+        if (stored === undefined) return Option.none()
+        const valid = validSeries(stored, lastPublishedDay(yield* Clock.currentTimeMillis))
+        if (valid === undefined) {
+          yield* reportOnce(id, "rates history: unreadable series, taken as nothing held; the next fetch replaces it", "no coverage")
+          return Option.none()
+        }
+        if (valid.dropped.length > 0) {
           recordBadHistoryDays(id.source, valid.dropped.length)
-          return Effect.as(
-            reportOnce(id, "rates history: days that are not a positive price at 00:00 UTC up to the last closed day, asked again", valid.dropped.slice(0, 5).join(", ")),
-            Option.some(valid.series)
-          )
-        })
-      ),
+          yield* reportOnce(id, "rates history: days that are not a positive price at 00:00 UTC up to the last closed day, asked again", valid.dropped.slice(0, 5).join(", "))
+        }
+        return Option.some(valid.series)
+      }),
     write: (id, series) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        const valid = validSeries(series, lastPublishedDay(now))
-        return valid === undefined ? Effect.void : Effect.mapError(store.write(id, valid.series), failed("writing"))
+      Effect.gen(function*() {
+        const valid = validSeries(series, lastPublishedDay(yield* Clock.currentTimeMillis))
+        if (valid !== undefined) yield* Effect.mapError(store.write(id, valid.series), writingFailed)
       })
   }
 }

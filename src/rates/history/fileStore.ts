@@ -9,7 +9,7 @@ import { createHash } from "node:crypto"
 import * as path from "node:path"
 import { Effect, Option, Schema } from "effect"
 import { type FileError, readTextIfExists, withFileLock, writeFileAtomic } from "../../platform/files.ts"
-import { mergeHeld, type SeriesId, type SeriesStore, type StoredSeries, validSeries } from "./seriesStore.ts"
+import { mergeHeld, type SeriesId, type SeriesStore, type StoredSeries, validSeries } from "../dailySeries.ts"
 
 const HistoryFile = Schema.Struct({
   version: Schema.Literal(1),

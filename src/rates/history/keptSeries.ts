@@ -11,41 +11,10 @@
  * The store never fails a request the source can serve: a read that fails counts as nothing held, a
  * write that fails is skipped, and either is logged once until the store works again.
  */
-import { Clock, Effect, Option } from "effect"
-import { DAY_MS, type DailyPoint, lastPublishedDay, startOfDay } from "../dailySeries.ts"
+import { Clock, Effect, Option, Result } from "effect"
+import { coveredBy, type DailyPoint, type DayRange, missingRanges, neededDays, pointsWithin } from "../dailySeries.ts"
 import type { Charge, SourceError, SourceName } from "../upstream.ts"
-import type { DailyHistoryShape, HeldSeries, HistoryError } from "./DailyHistory.ts"
-
-/** Days at 00:00 UTC, both included. */
-export interface DayRange {
-  readonly from: number
-  readonly to: number
-}
-
-/** The closed days a series of `days` points needs at `now`. */
-export const neededDays = (now: number, days: number): DayRange => ({
-  from: startOfDay(now) - (days - 1) * DAY_MS,
-  to: lastPublishedDay(now)
-})
-
-/** The ranges of `need` outside what is held: one before it, one after it, or all of it. */
-export const missingRanges = (held: HeldSeries | undefined, need: DayRange): Array<DayRange> => {
-  if (need.from > need.to) return []
-  // Nothing held, or nothing adjacent: the whole need (the hull then spans days before the need,
-  // which no later need asks for: needs only move forward).
-  if (held === undefined || held.coveredTo < need.from - DAY_MS || held.coveredFrom > need.to + DAY_MS) return [need]
-  const ranges: Array<DayRange> = []
-  if (held.coveredFrom > need.from) ranges.push({ from: need.from, to: held.coveredFrom - DAY_MS })
-  if (held.coveredTo < need.to) ranges.push({ from: held.coveredTo + DAY_MS, to: need.to })
-  return ranges
-}
-
-/** What a fetched range adds to the history; undefined when nothing is to be recorded. */
-export const coveredBy = (range: DayRange, closes: ReadonlyArray<DailyPoint>, need: DayRange): HeldSeries | undefined => {
-  const newest = closes.at(-1)?.[0]
-  if (range.to < need.to || newest === range.to) return { coveredFrom: range.from, coveredTo: range.to, points: closes }
-  return newest === undefined ? undefined : { coveredFrom: range.from, coveredTo: newest, points: closes }
-}
+import type { DailyHistoryShape, HistoryError } from "./DailyHistory.ts"
 
 /** A series as its source knows it: a coin in a currency, and whatever else the source needs (a product id). */
 export interface SeriesOf {
@@ -68,49 +37,50 @@ export const makeKeptSeries = <S extends SeriesOf>(
   source: SourceName,
   options: { readonly seriesDays: number; readonly closes: FetchCloses<S> }
 ): KeptSeries<S> => {
+  // Generators, not callbacks: a read or a write crosses into DailyHistory.ts once and resumes here.
   let failing = false
-  const storeFailed = (error: HistoryError) =>
-    Effect.suspend(() => {
-      if (failing) return Effect.void
-      failing = true
-      return Effect.logWarning(`rates history unavailable; fetching from ${source} without it`, error.message)
-    })
-  const storeWorked = Effect.suspend(() => {
-    if (!failing) return Effect.void
-    failing = false
-    return Effect.logInfo("rates history available again")
-  })
+  function* storeFailed(error: HistoryError) {
+    if (failing) return
+    failing = true
+    yield* Effect.logWarning(`rates history unavailable; fetching from ${source} without it`, error.message)
+  }
 
-  const readHeld = ({ coin, currency }: SeriesOf) =>
-    history.read({ coin, currency, source }).pipe(
-      Effect.tap(() => storeWorked),
-      Effect.map(Option.getOrUndefined),
-      Effect.catchTag("HistoryError", (error) => Effect.as(storeFailed(error), undefined))
-    )
-
-  const within = (points: ReadonlyArray<DailyPoint>, need: DayRange) => points.filter(([day]) => day >= need.from && day <= need.to)
+  function* readHeld({ coin, currency }: SeriesOf) {
+    const read = yield* Effect.result(history.read({ coin, currency, source }))
+    if (Result.isFailure(read)) {
+      yield* storeFailed(read.failure)
+      return undefined
+    }
+    if (failing) {
+      failing = false
+      yield* Effect.logInfo("rates history available again")
+    }
+    return Option.getOrUndefined(read.success)
+  }
 
   const fetch = (series: S, charge: Charge) =>
     Effect.gen(function*() {
       const { coin, currency } = series
       const now = yield* Clock.currentTimeMillis
-      const need = neededDays(now, options.seriesDays)
       const held = yield* readHeld(series)
-      const byDay = new Map<number, number>(held === undefined ? [] : within(held.points, need))
+      const need = neededDays(now, options.seriesDays)
+      const byDay = new Map<number, number>(held === undefined ? [] : pointsWithin(held.points, need))
       for (const range of missingRanges(held, need)) {
         const closes = yield* options.closes(series, range, now, charge)
         for (const [day, price] of closes) if (!byDay.has(day)) byDay.set(day, price)
         const added = coveredBy(range, closes, need)
-        if (added !== undefined) yield* history.write({ coin, currency, source }, added).pipe(Effect.catchTag("HistoryError", storeFailed))
+        if (added === undefined) continue
+        const wrote = yield* Effect.result(history.write({ coin, currency, source }, added))
+        if (Result.isFailure(wrote)) yield* storeFailed(wrote.failure)
       }
       return [...byDay].sort((a, b) => a[0] - b[0]).map(([day, price]): DailyPoint => [day, price] as const)
     })
 
   const held = (series: S) =>
     Effect.gen(function*() {
-      const need = neededDays(yield* Clock.currentTimeMillis, options.seriesDays)
+      const now = yield* Clock.currentTimeMillis
       const found = yield* readHeld(series)
-      const points = found === undefined ? [] : within(found.points, need)
+      const points = found === undefined ? [] : pointsWithin(found.points, neededDays(now, options.seriesDays))
       return points.length === 0 ? Option.none() : Option.some(points)
     })
 

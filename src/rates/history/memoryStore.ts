@@ -1,6 +1,6 @@
 /** The kept history in memory: one process, gone with it (tests, the demo). */
 import { Effect } from "effect"
-import { type HeldSeries, mergeHeld, type SeriesStore, seriesKey } from "./seriesStore.ts"
+import { type HeldSeries, mergeHeld, type SeriesStore, seriesKey } from "../dailySeries.ts"
 
 export const makeMemoryStore = (): SeriesStore<never> => {
   const held = new Map<string, HeldSeries>()

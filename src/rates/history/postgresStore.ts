@@ -8,8 +8,7 @@
 import { Effect } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
 import type { DatabaseShape } from "../../database/Database.ts"
-import { DAY_MS } from "../dailySeries.ts"
-import type { SeriesStore, StoredSeries } from "./seriesStore.ts"
+import { DAY_MS, type SeriesStore, type StoredSeries } from "../dailySeries.ts"
 
 interface Row {
   readonly covered_from: number

@@ -1,11 +1,11 @@
 /**
- * The arithmetic of src/rates/history/keptSeries.ts (and CoinGecko's closes, coingecko/dailyPoints.ts): which days a series needs, which of them are
+ * The arithmetic of src/rates/dailySeries.ts that history/keptSeries.ts uses (and CoinGecko's closes, coingecko/dailyPoints.ts): which days a series needs, which of them are
  * missing from what is held, which upstream points are closes, and what a fetched range records.
  */
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { closesIn } from "../../../src/rates/coingecko/dailyPoints.ts"
-import { coveredBy, missingRanges, neededDays } from "../../../src/rates/history/keptSeries.ts"
+import { coveredBy, missingRanges, neededDays } from "../../../src/rates/dailySeries.ts"
 
 const DAY = 86_400_000
 const T = Date.UTC(2026, 10, 22)
