@@ -21,7 +21,7 @@ const DefaultCurrency = "usd"
 const DefaultDays = 30
 
 /** Upper-cased and de-duplicated, first occurrence keeps its place (C4). */
-export const toRatesQuery = (payload: ExchangeRatesRequest, caller?: string): RatesQuery => ({
+const toRatesQuery = (payload: ExchangeRatesRequest, caller?: string): RatesQuery => ({
   symbols: [...new Set(payload.cryptos.map((s) => s.toUpperCase()))],
   currency: (payload.currency ?? DefaultCurrency).toLowerCase(),
   days: payload.days ?? DefaultDays,

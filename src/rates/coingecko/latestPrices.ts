@@ -186,7 +186,7 @@ export interface DemandWeights {
 }
 
 /** Coins one `/coins/markets` call takes. */
-export const UNIT_SIZE = 250
+const UNIT_SIZE = 250
 /** A coin stays in its currency's unit this long after last asked here, or three intervals (repeats are answered from memory). */
 const DEMAND_WINDOW_MS = 30 * 60_000
 /** The share of the pace latest prices plan for; the longest interval; what capped units may take off the pace. */

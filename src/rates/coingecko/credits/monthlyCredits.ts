@@ -94,7 +94,7 @@ export const emptyState = (now: number, spent = 0): CreditState => ({ lists: 0, 
 type Levels = Readonly<Record<CreditKind, number>>
 
 /** Levels within their parts' capacities, what a full part would hold spilling over (lists → refresh ⇄ cold). */
-export const spill = (levels: Levels, plan: CreditPlan): Levels => {
+const spill = (levels: Levels, plan: CreditPlan): Levels => {
   let { cold, lists, refresh } = levels
   if (lists > plan.capacity.lists) {
     refresh += lists - plan.capacity.lists
