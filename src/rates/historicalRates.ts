@@ -14,7 +14,7 @@
 import { Clock, Effect, Layer } from "effect"
 import { assembleAnswer, coinIds, notServedFresh, RatesAnswerMemo, verdictOf, wantedCoins } from "./answer.ts"
 import { RatesDemand } from "./coingecko/latestPrices.ts"
-import { CoinDirectory, DailyPoints, LatestPrices, LiveQuotes, type PricesFound, SecondSource, type Spend, type WantedCoin } from "./ports.ts"
+import { CoinDirectory, DailyPoints, LatestPrices, type LiveQuote, LiveQuotes, type PricesFound, type Served, SecondSource, type Spend, type WantedCoin } from "./ports.ts"
 import { type RatesAnswer, type RatesError, RatesProvider, type RatesQuery } from "./RatesProvider.ts"
 import { Charge } from "./upstream.ts"
 
@@ -34,11 +34,12 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
     const demand = yield* RatesDemand
     const budget = options.requestBudgetMs
     const noPrices: PricesFound = { latest: new Map(), failure: undefined }
+    const noQuotes: ReadonlyMap<string, Served<LiveQuote>> = new Map()
 
     /** Step 2: live quotes first; the first source's credits only for the coins they do not cover. */
     const latestPrices = (coins: ReadonlyArray<WantedCoin>, currency: string, spend: Spend) =>
       Effect.gen(function*() {
-        const quotes = yield* live.quotes(coins, currency, spend.deadline)
+        const quotes = live.sourcing === undefined ? noQuotes : yield* live.quotes(coins, currency, spend.deadline)
         const rest = coins.filter((coin) => !quotes.has(coin.id)).map((coin) => coin.id)
         const latest = rest.length === 0 ? noPrices : yield* prices.latest(rest, currency, spend)
         return { quotes, latest }

@@ -295,6 +295,6 @@ const makeCoinGeckoClient = Effect.gen(function*() {
         from: String(fromSeconds),
         to: String(toSeconds),
         interval: "daily"
-      }, decodeMarketChart, charge)
+      }, decodeMarketChart, charge).pipe(Effect.map((body) => body.prices))
   })
 })

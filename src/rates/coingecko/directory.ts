@@ -21,7 +21,7 @@ import type { CopyStore } from "../copies/CopyStore.ts"
 import type { Timing } from "../copies/entry.ts"
 import { type Coin, CoinDirectory } from "../ports.ts"
 import { UnsupportedCurrencyError } from "../RatesProvider.ts"
-import { curatedCoinFor } from "../symbols.ts"
+import { curatedCoins } from "../symbols.ts"
 import { Charge, SourceError } from "../upstream.ts"
 import { CoinGeckoClient } from "./CoinGeckoClient.ts"
 import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
@@ -161,7 +161,7 @@ const makeDirectory = Effect.gen(function*() {
         const coins = new Map<string, Coin | null>()
         let held: CoinIndex | undefined
         for (const symbol of symbols) {
-          const curated = curatedCoinFor(symbol)
+          const curated = curatedCoins.get(symbol.toUpperCase())
           if (curated !== undefined) {
             coins.set(symbol, curated)
             continue

@@ -35,8 +35,7 @@ export type ChartPoint = readonly [number, number | null]
 export const decodeMarkets: Decoder<ReadonlyArray<MarketRow>> = Schema.decodeUnknownExit(Schema.Array(MarketRow))
 export const decodeCoinList: Decoder<ReadonlyArray<ListedCoin>> = Schema.decodeUnknownExit(Schema.Array(ListedCoin))
 export const decodeSupportedCurrencies: Decoder<ReadonlyArray<string>> = Schema.decodeUnknownExit(Schema.Array(Schema.String))
-const decodeMarketChartBody = Schema.decodeUnknownExit(MarketChartBody)
-export const decodeMarketChart: Decoder<ReadonlyArray<ChartPoint>> = (json) => Exit.map(decodeMarketChartBody(json), (body) => body.prices)
+export const decodeMarketChart: Decoder<typeof MarketChartBody.Type> = Schema.decodeUnknownExit(MarketChartBody)
 
 /** CoinGecko's three error shapes (the docs, the 365-day error, and the 404 respectively). */
 const ErrorStatus = Schema.Struct({
