@@ -85,7 +85,6 @@ const makeDirectory = Effect.gen(function*() {
     makeCopies<string, A, I>({
       name,
       source: "coingecko",
-      keyOf: () => key,
       value: schema,
       timing: () => daily,
       fetch: () => Effect.map(fetch, (value) => [[key, value] as const]),

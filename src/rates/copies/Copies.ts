@@ -18,9 +18,9 @@
  */
 import { Cause, Clock, Deferred, Duration, Effect, Exit, Option, Schema, type Scope } from "effect"
 import { Charge, SourceError } from "../upstream.ts"
-import { CopyStore } from "./CopyStore.ts"
+import { CopyStore, type CopyWrite } from "./CopyStore.ts"
 import { deepFreeze } from "../../platform/deepFreeze.ts"
-import type { Copies, CopiesOptions, Entry, Served, Timing } from "./entry.ts"
+import type { Copies, CopiesOptions, Entry, Served } from "./entry.ts"
 
 export type { Copies } from "./entry.ts"
 
@@ -38,53 +38,66 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
   Effect.gen(function*() {
     const store = yield* CopyStore
     const scope = yield* Effect.scope
-    const { keyOf } = options
-    const isNegative = options.isNegative ?? (() => false)
+    // Without `keyOf`, a key is its store key (a string the holder built once).
+    const keyOf = options.keyOf ?? ((key: K) => key as unknown as string)
     const groupOf = (key: K) => options.refreshGroup?.of(key) ?? keyOf(key)
     const spread = Math.random() * (options.refreshSpreadMs ?? 0)
     const flights = new Map<string, Flight<A>>()
     const refreshing = new Set<string>()
     const backoff = new Map<string, { readonly until: number; readonly failures: number }>()
     const pinned = new Map<string, Entry<A>>()
+    // Counts this holder's writes: a reader that found keys not fresh at one count, in a store no other
+    // instance writes, need not read them again before fetching while the count is unchanged.
+    let generation = 0
     const decode = entryDecoder(options.value)
+    // One store operation per read or write of many copies (a test's store may have only get and set).
+    const getMany = store.getMany ?? ((keys: ReadonlyArray<string>) => Effect.forEach(keys, store.get))
+    const setMany = store.setMany ??
+      ((writes: ReadonlyArray<CopyWrite>) => Effect.forEach(writes, (w) => store.set(w.key, w.value, w.timeToLive, { negative: w.negative }), { discard: true }))
 
-    const read = (key: K): Effect.Effect<Option.Option<Entry<A>>> => {
-      const storeKey = keyOf(key)
-      const local = options.pinned === true ? pinned.get(storeKey) : undefined
-      if (options.pinned === true && !store.shared) return Effect.succeed(Option.fromUndefinedOr(local))
-      return Effect.map(store.get(storeKey), (found) => {
-        const stored = Option.flatMap(found, decode)
-        if (local === undefined) return stored
-        // Another instance's newer copy is adopted.
-        if (Option.isSome(stored) && stored.value.storedAt > local.storedAt) {
-          pinned.set(storeKey, stored.value)
-          return stored
+    /** The copies held under `storeKeys` (undefined: none), in one read of the store. */
+    const readAll = (storeKeys: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<Entry<A> | undefined>> => {
+      if (options.pinned === true && !store.shared) return Effect.sync(() => storeKeys.map((storeKey) => pinned.get(storeKey)))
+      return Effect.map(getMany(storeKeys), (found) => {
+        const out: Array<Entry<A> | undefined> = []
+        for (let i = 0; i < storeKeys.length; i++) {
+          const stored = Option.getOrUndefined(Option.flatMap(found[i]!, decode))
+          const local = options.pinned === true ? pinned.get(storeKeys[i]!) : undefined
+          // Another instance's newer copy is adopted.
+          const newer = local !== undefined && stored !== undefined && stored.storedAt > local.storedAt
+          if (newer) pinned.set(storeKeys[i]!, stored)
+          out.push(local === undefined || newer ? stored : local)
         }
-        return Option.some(local)
+        return out
       })
     }
 
-    const write = (key: K, entry: Entry<A>) => {
-      const storeKey = keyOf(key)
-      if (options.pinned === true) {
-        pinned.set(storeKey, entry)
-        if (!store.shared) return Effect.void
+    /** Stores `[storeKey, entry, negative]` each, in one write of the store; TTLs are decided here. */
+    const writeAll = (written: ReadonlyArray<readonly [string, Entry<A>, boolean]>) => {
+      generation++
+      const writes: Array<CopyWrite> = []
+      for (const [storeKey, entry, negative] of written) {
+        if (options.pinned === true) {
+          pinned.set(storeKey, entry)
+          if (!store.shared) continue
+        }
+        const keepFor = negative ? entry.freshUntil - entry.storedAt : Math.max(entry.graceUntil - entry.storedAt, options.lastGoodMs)
+        writes.push({ key: storeKey, value: entry as unknown as Schema.Json, timeToLive: Duration.millis(keepFor), negative })
       }
-      const negative = isNegative(entry.value)
-      const keepFor = negative ? entry.freshUntil - entry.storedAt : Math.max(entry.graceUntil - entry.storedAt, options.lastGoodMs)
-      return store.set(storeKey, entry as unknown as Schema.Json, Duration.millis(keepFor), { negative })
+      return writes.length === 0 ? Effect.void : setMany(writes)
     }
 
-    /** The copies of `keys` fresh now, when every one of them is; else none. */
-    const allFresh = (keys: ReadonlyArray<K>) =>
+    /** The copies of `storeKeys` fresh now, when every one of them is; else none. */
+    const allFresh = (storeKeys: ReadonlyArray<string>) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
+        const held = yield* readAll(storeKeys)
         const out = new Map<string, Entry<A>>()
-        for (const key of keys) {
-          const held = yield* read(key)
-          if (Option.isSome(held) && freshnessOf(held.value, now) === "fresh") out.set(keyOf(key), held.value)
+        for (let i = 0; i < storeKeys.length; i++) {
+          const entry = held[i]
+          if (entry !== undefined && freshnessOf(entry, now) === "fresh") out.set(storeKeys[i]!, entry)
         }
-        return out.size === keys.length ? out : undefined
+        return out.size === storeKeys.length ? out : undefined
       })
 
     /**
@@ -92,43 +105,66 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
      * others wait for its copy (until the lease ends), then load it themselves only if none came.
      */
     const leaseMs = options.loadLeaseMs ?? (options.pinned === true ? LIST_LEASE_MS : undefined)
-    const waitForSharedLoad = (keys: ReadonlyArray<K>) =>
+    const waitForSharedLoad = (storeKeys: ReadonlyArray<string>) =>
       Effect.gen(function*() {
         if (leaseMs === undefined || store.claim === undefined) return { lease: undefined, copies: undefined }
-        const lease = `${keyOf(keys[0]!)}:loading`
+        const lease = `${storeKeys[0]!}:loading`
         if (yield* store.claim(lease, Duration.millis(leaseMs))) return { lease, copies: undefined }
         for (let waited = 0; waited < leaseMs; waited += LEASE_POLL_MS) {
           yield* Effect.sleep(Duration.millis(LEASE_POLL_MS))
-          const loaded = yield* allFresh(keys)
+          const loaded = yield* allFresh(storeKeys)
           if (loaded !== undefined) return { lease: undefined, copies: loaded }
         }
         return { lease: undefined, copies: undefined }
       })
 
-    /** Fetches and stores; skipped when every key is fresh again (another instance or flight filled them). */
-    const fetchAndStore = (keys: ReadonlyArray<K>, charge: Charge) =>
+    /**
+     * Fetches and stores; skipped when every key is fresh again (another instance or flight filled them).
+     * `seen`: the `generation` at which the caller found them not fresh.
+     */
+    const fetchAndStore = (keys: ReadonlyArray<K>, storeKeys: ReadonlyArray<string>, charge: Charge, seen: number | undefined) =>
       Effect.gen(function*() {
-        const held = yield* allFresh(keys)
+        const held = seen === generation && !store.shared ? undefined : yield* allFresh(storeKeys)
         if (held !== undefined) return held
-        const shared = yield* waitForSharedLoad(keys)
+        const shared = yield* waitForSharedLoad(storeKeys)
         if (shared.copies !== undefined) return shared.copies
-        const out = new Map<string, Entry<A>>()
-        const fetched = (yield* options.fetch(keys, charge).pipe(
+        const answered = yield* options.fetch(keys, charge).pipe(
           Effect.ensuring(shared.lease === undefined || store.release === undefined ? Effect.void : store.release(shared.lease))
-        )).map(([key, raw]) => [key, deepFreeze(raw)] as const)
-        for (const [key, value] of fetched) {
-          if (options.accept === undefined) break
-          const held = yield* read(key)
-          const verdict = options.accept(value, Option.isSome(held) ? held.value.value : undefined)
-          if (verdict === true) continue
-          return yield* Effect.fail(new SourceError({ source: options.source, kind: "invalid-response", detail: `${options.name} refused: ${verdict}`, retryAfterSeconds: 0 }))
+        )
+        // Plain loops: the holder's callbacks (key, timing, negative) run one after another, not
+        // interleaved with ours.
+        const fetchedKeys: Array<string> = []
+        const values: Array<A> = []
+        for (const [key, raw] of answered) {
+          fetchedKeys.push(keyOf(key))
+          values.push(deepFreeze(raw))
+        }
+        if (options.accept !== undefined) {
+          const before = yield* readAll(fetchedKeys)
+          for (let i = 0; i < values.length; i++) {
+            const verdict = options.accept(values[i]!, before[i]?.value)
+            if (verdict === true) continue
+            return yield* Effect.fail(new SourceError({ source: options.source, kind: "invalid-response", detail: `${options.name} refused: ${verdict}`, retryAfterSeconds: 0 }))
+          }
         }
         const storedAt = yield* Clock.currentTimeMillis
-        for (const [key, value] of fetched) {
-          const entry = entryAt(value, storedAt, options.timing(value, storedAt, key))
-          yield* write(key, entry)
-          out.set(keyOf(key), entry)
+        const out = new Map<string, Entry<A>>()
+        const written: Array<readonly [string, Entry<A>, boolean]> = []
+        for (let i = 0; i < values.length; i++) {
+          const value = values[i]!
+          const timing = options.timing(value, storedAt, answered[i]![0])
+          const freshUntil = storedAt + Duration.toMillis(timing.ttl)
+          const entry: Entry<A> = {
+            storedAt,
+            refreshAt: freshUntil - Duration.toMillis(timing.refreshAhead),
+            freshUntil,
+            graceUntil: freshUntil + Duration.toMillis(timing.grace),
+            value
+          }
+          written.push([fetchedKeys[i]!, entry, options.isNegative?.(value) === true])
+          out.set(fetchedKeys[i]!, entry)
         }
+        yield* writeAll(written)
         return out
       })
 
@@ -147,21 +183,20 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
       })
 
     /**
-     * Starts one fetch of `keys`, registered as their flight, in the holder's scope. A background fetch
-     * is refused while its group backs off after a failure.
+     * Starts one fetch of `keys` (stored under `storeKeys`), registered as their flight, in the holder's
+     * scope. Its group (`group`, else asked of the holder) is needed only once something backs off.
      */
-    const startFlight = (keys: ReadonlyArray<K>, charge: Charge, onDone?: () => void) =>
+    const startFlight = (keys: ReadonlyArray<K>, storeKeys: ReadonlyArray<string>, charge: Charge, seen?: number, group?: string, onDone?: () => void) =>
       Effect.gen(function*() {
         const deferred = Deferred.makeUnsafe<ReadonlyMap<string, Entry<A>>, SourceError>()
-        const storeKeys = keys.map(keyOf)
         // Registered synchronously, before any yield, so a reader in the same tick finds it.
         for (const storeKey of storeKeys) flights.set(storeKey, deferred)
-        const group = groupOf(keys[0]!)
-        const work = fetchAndStore(keys, charge).pipe(
-          Effect.tap(() => Effect.sync(() => backoff.delete(group))),
+        const groupNow = () => group ??= groupOf(keys[0]!)
+        const work = fetchAndStore(keys, storeKeys, charge, seen).pipe(
+          Effect.tap(() => Effect.sync(() => backoff.size > 0 && backoff.delete(groupNow()))),
           Effect.tapError((error) =>
             charge._tag === "Background"
-              ? Effect.flatMap(Effect.forEach(keys, read), (held) => noteFailure(group, error, held.some(Option.isSome)))
+              ? Effect.flatMap(readAll(storeKeys), (held) => noteFailure(groupNow(), error, held.some((entry) => entry !== undefined)))
               : Effect.void
           ),
           // Unregistered before the waiters wake: a reader arriving after this flight must start a new
@@ -179,32 +214,36 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
       })
 
     /** One background refresh of the group of `key`, unless one runs or it backs off; returns at once. */
-    const refresh = (key: K, now: number) =>
+    const refresh = (key: K, storeKey: string, now: number) =>
       Effect.suspend(() => {
         const group = groupOf(key)
         if (refreshing.has(group) || backingOff(group, now)) return Effect.void
         const along = options.refreshGroup?.keys(key, now) ?? []
+        const alongKeys = along.map(keyOf)
+        const withKey = alongKeys.includes(storeKey)
         // Keys being fetched already are not fetched twice.
-        const keys = (along.some((k) => keyOf(k) === keyOf(key)) ? along : [key, ...along]).filter((k) => !flights.has(keyOf(k)))
-        if (keys.length === 0) return Effect.void
+        const wanted = (withKey ? alongKeys : [storeKey, ...alongKeys]).flatMap((k, i) => flights.has(k) ? [] : [i])
+        if (wanted.length === 0) return Effect.void
+        const all = withKey ? along : [key, ...along]
+        const allKeys = withKey ? alongKeys : [storeKey, ...alongKeys]
         refreshing.add(group)
-        return Effect.asVoid(startFlight(keys, Charge.background, () => refreshing.delete(group)))
+        return Effect.asVoid(startFlight(wanted.map((i) => all[i]!), wanted.map((i) => allKeys[i]!), Charge.background, undefined, undefined, () => refreshing.delete(group)))
       })
 
-    /** The flight each of `keys` waits for: one running, else one started (one for all, or one each). */
-    const flightsFor = (keys: ReadonlyArray<K>, charge: Charge, now: number) =>
+    /** The flight each of `keys` waits for, in their order: one running, else one started (one for all, or one each). */
+    const flightsFor = (keys: ReadonlyArray<K>, storeKeys: ReadonlyArray<string>, charge: Charge, now: number, seen: number) =>
       Effect.gen(function*() {
-        const waits = new Map<K, Flight<A>>()
-        const toFetch: Array<K> = []
-        for (const key of keys) {
-          const running = flights.get(keyOf(key))
-          if (running !== undefined) waits.set(key, running)
-          else toFetch.push(key)
+        const waits: Array<Flight<A>> = []
+        const toFetch: Array<number> = []
+        for (let i = 0; i < keys.length; i++) {
+          const running = flights.get(storeKeys[i]!)
+          if (running !== undefined) waits[i] = running
+          else toFetch.push(i)
         }
-        const batches = options.batched === true ? (toFetch.length === 0 ? [] : [toFetch]) : toFetch.map((key) => [key])
+        const batches = options.batched === true ? (toFetch.length === 0 ? [] : [toFetch]) : toFetch.map((i) => [i])
         for (const batch of batches) {
-          const group = groupOf(batch[0]!)
-          if (charge._tag === "Background" && backingOff(group, now)) {
+          const group = charge._tag === "Background" && backoff.size > 0 ? groupOf(keys[batch[0]!]!) : undefined
+          if (group !== undefined && backingOff(group, now)) {
             const refused = Deferred.makeUnsafe<ReadonlyMap<string, Entry<A>>, SourceError>()
             Deferred.doneUnsafe(refused, Exit.fail(new SourceError({
               source: options.source,
@@ -212,38 +251,36 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
               detail: `the ${options.name} is not held and cannot be loaded now`,
               retryAfterSeconds: Math.ceil((backoff.get(group)!.until - now) / 1000)
             })))
-            for (const key of batch) waits.set(key, refused)
+            for (const i of batch) waits[i] = refused
             continue
           }
-          const flight = yield* startFlight(batch, charge)
-          for (const key of batch) waits.set(key, flight)
+          const flight = yield* startFlight(batch.map((i) => keys[i]!), batch.map((i) => storeKeys[i]!), charge, seen, group)
+          for (const i of batch) waits[i] = flight
         }
         return waits
       })
 
     /** Waits for the flights of `keys` (joining those running), until `deadline`: the entries, or why not. */
-    const fill = (keys: ReadonlyArray<K>, charge: Charge, deadline: number) =>
+    const fill = (keys: ReadonlyArray<K>, storeKeys: ReadonlyArray<string>, charge: Charge, deadline: number, seen: number) =>
       Effect.gen(function*() {
-        const waits = yield* flightsFor(keys, charge, yield* Clock.currentTimeMillis)
-        const timedOut = Effect.fail(
-          new SourceError({ source: options.source, kind: "transient", detail: "no answer within the request's budget", retryAfterSeconds: 0 })
-        )
+        const waits = yield* flightsFor(keys, storeKeys, charge, yield* Clock.currentTimeMillis, seen)
+        const timedOut = Effect.fail(new SourceError({ source: options.source, kind: "transient", detail: "no answer within the request's budget", retryAfterSeconds: 0 }))
         const outcomes = new Map<Flight<A>, Exit.Exit<ReadonlyMap<string, Entry<A>>, SourceError>>()
-        for (const flight of new Set(waits.values())) {
+        for (const flight of new Set(waits)) {
           const remaining = Math.max(0, deadline - (yield* Clock.currentTimeMillis))
           outcomes.set(flight, yield* Effect.exit(Effect.timeoutOrElse(Deferred.await(flight), { duration: Duration.millis(remaining), orElse: () => timedOut })))
         }
         const entries = new Map<K, Entry<A>>()
         const failures = new Map<K, SourceError>()
-        for (const [key, flight] of waits) {
-          const exit = outcomes.get(flight)!
+        for (let i = 0; i < keys.length; i++) {
+          const exit = outcomes.get(waits[i]!)!
           if (Exit.isSuccess(exit)) {
-            const entry = exit.value.get(keyOf(key))
-            if (entry !== undefined) entries.set(key, entry)
-            else failures.set(key, new SourceError({ source: options.source, kind: "invalid-response", detail: `no ${options.name} for ${keyOf(key)}`, retryAfterSeconds: 0 }))
+            const entry = exit.value.get(storeKeys[i]!)
+            if (entry !== undefined) entries.set(keys[i]!, entry)
+            else failures.set(keys[i]!, new SourceError({ source: options.source, kind: "invalid-response", detail: `no ${options.name} for ${storeKeys[i]!}`, retryAfterSeconds: 0 }))
           } else {
             const error = Cause.findErrorOption(exit.cause)
-            if (Option.isSome(error)) failures.set(key, error.value)
+            if (Option.isSome(error)) failures.set(keys[i]!, error.value)
             else return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
           }
         }
@@ -253,30 +290,37 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
     const getAll = (keys: ReadonlyArray<K>, charge: Charge, deadline: number) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
+        const storeKeys = keys.map(keyOf)
+        const seen = generation
+        const held = yield* readAll(storeKeys)
         const out = new Map<K, Served<A>>()
         const cold: Array<K> = []
-        const due: Array<K> = []
+        const coldStoreKeys: Array<string> = []
+        const due: Array<number> = []
         const copies = new Map<K, Entry<A>>()
-        for (const key of keys) {
+        for (let i = 0; i < keys.length; i++) {
+          const key = keys[i]!
           if (out.has(key) || cold.includes(key)) continue
-          const hit = yield* read(key)
-          if (Option.isNone(hit)) {
+          const hit = held[i]
+          if (hit === undefined) {
             cold.push(key)
+            coldStoreKeys.push(storeKeys[i]!)
             continue
           }
-          const freshness = freshnessOf(hit.value, now - spread)
+          const freshness = freshnessOf(hit, now - spread)
           if (freshness === "expired") {
             cold.push(key)
-            copies.set(key, hit.value)
+            coldStoreKeys.push(storeKeys[i]!)
+            copies.set(key, hit)
             continue
           }
-          out.set(key, served(hit.value, freshnessOf(hit.value, now)))
-          if (freshness !== "fresh") due.push(key)
+          out.set(key, served(hit, freshnessOf(hit, now)))
+          if (freshness !== "fresh") due.push(i)
         }
         // After every key is read: an answer is made of one generation of copies.
-        for (const key of due) yield* refresh(key, now)
+        for (const i of due) yield* refresh(keys[i]!, storeKeys[i]!, now)
         if (cold.length === 0) return { served: out, failures: new Map<K, SourceError>(), failure: undefined }
-        const { entries, failures } = yield* fill(cold, charge, deadline)
+        const { entries, failures } = yield* fill(cold, coldStoreKeys, charge, deadline, seen)
         const at = yield* Clock.currentTimeMillis
         for (const key of cold) {
           const entry = entries.get(key)
@@ -286,7 +330,9 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
           }
           // A not-found answer is not a failure of the source, and is never papered over with an old copy.
           const copy = copies.get(key)
-          if (copy !== undefined && options.lastGoodMs > 0 && !isNegative(copy.value) && failures.get(key)?.kind !== "not-found") out.set(key, lastGood(copy))
+          if (copy !== undefined && options.lastGoodMs > 0 && options.isNegative?.(copy.value) !== true && failures.get(key)?.kind !== "not-found") {
+            out.set(key, lastGood(copy))
+          }
         }
         return { served: out, failures, failure: failures.values().next().value }
       })
@@ -300,10 +346,11 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
     const warm = (key: K) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        const held = yield* read(key)
-        if (Option.isSome(held) && freshnessOf(held.value, now - spread) === "fresh") return
-        yield* refresh(key, now)
-        const flight = flights.get(keyOf(key))
+        const storeKey = keyOf(key)
+        const [held] = yield* readAll([storeKey])
+        if (held !== undefined && freshnessOf(held, now - spread) === "fresh") return
+        yield* refresh(key, storeKey, now)
+        const flight = flights.get(storeKey)
         if (flight !== undefined) yield* Effect.exit(Deferred.await(flight))
       })
 
@@ -313,19 +360,7 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
     return { get, getAll, warm, retryAfterSeconds }
   })
 
-// ---------------------------------------------------------------------------------------------------
 // A copy's lifecycle (entry.ts has its shape)
-
-const entryAt = <A>(value: A, storedAt: number, timing: Timing): Entry<A> => {
-  const freshUntil = storedAt + Duration.toMillis(timing.ttl)
-  return {
-    storedAt,
-    refreshAt: freshUntil - Duration.toMillis(timing.refreshAhead),
-    freshUntil,
-    graceUntil: freshUntil + Duration.toMillis(timing.grace),
-    value
-  }
-}
 
 type Freshness = "fresh" | "due" | "grace" | "expired"
 
@@ -333,12 +368,8 @@ const freshnessOf = (entry: Entry<unknown>, now: number): Freshness =>
   now < entry.refreshAt ? "fresh" : now < entry.freshUntil ? "due" : now < entry.graceUntil ? "grace" : "expired"
 
 /** The copy as served now, when it is not expired. */
-const served = <A>(entry: Entry<A>, freshness: Freshness): Served<A> => ({
-  value: entry.value,
-  storedAt: entry.storedAt,
-  stale: false,
-  holdsUntil: freshness === "fresh" ? entry.refreshAt : freshness === "due" ? entry.freshUntil : 0
-})
+const served = <A>(entry: Entry<A>, freshness: Freshness): Served<A> =>
+  ({ value: entry.value, storedAt: entry.storedAt, stale: false, holdsUntil: freshness === "fresh" ? entry.refreshAt : freshness === "due" ? entry.freshUntil : 0 })
 
 /** A last good copy, served because the source failed. */
 const lastGood = <A>(entry: Entry<A>): Served<A> => ({ value: entry.value, storedAt: entry.storedAt, stale: true, holdsUntil: 0 })
@@ -350,13 +381,8 @@ const lastGood = <A>(entry: Entry<A>): Served<A> => ({ value: entry.value, store
  * could change after the check, so they are decoded each time.
  */
 const entryDecoder = <A, I>(value: Schema.Codec<A, I>): (json: unknown) => Option.Option<Entry<A>> => {
-  const decode = Schema.decodeUnknownOption(Schema.Struct({
-    storedAt: Schema.Finite,
-    refreshAt: Schema.Finite,
-    freshUntil: Schema.Finite,
-    graceUntil: Schema.Finite,
-    value
-  }))
+  const finite = Schema.Finite
+  const decode = Schema.decodeUnknownOption(Schema.Struct({ storedAt: finite, refreshAt: finite, freshUntil: finite, graceUntil: finite, value }))
   const decoded = new WeakMap<object, Option.Option<Entry<A>>>()
   return (json) => {
     if (typeof json !== "object" || json === null || !Object.isFrozen(json)) return decode(json) as Option.Option<Entry<A>>

@@ -32,6 +32,14 @@ interface SetOptions {
   readonly negative?: boolean
 }
 
+/** One entry of a batch written at once (`setMany`). */
+export interface CopyWrite {
+  readonly key: string
+  readonly value: Schema.Json
+  readonly timeToLive: Duration.Duration
+  readonly negative: boolean
+}
+
 export interface CopyStoreShape {
   readonly get: (key: string) => Effect.Effect<Option.Option<Schema.Json>>
   readonly set: (key: string, value: Schema.Json, timeToLive: Duration.Duration, options?: SetOptions) => Effect.Effect<void>
@@ -44,6 +52,13 @@ export interface CopyStoreShape {
   readonly claim?: ((key: string, timeToLive: Duration.Duration) => Effect.Effect<boolean>) | undefined
   /** Gives `key` back before its time (the load it guarded ended). */
   readonly release?: ((key: string) => Effect.Effect<void>) | undefined
+  /**
+   * Several keys in one operation (Redis: one MGET), in their order: a reader of many copies enters the
+   * store once. Without it (test doubles), readers `get` each.
+   */
+  readonly getMany?: ((keys: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Option.Option<Schema.Json>>>) | undefined
+  /** Several `set`s in one operation; without it, writers `set` each. */
+  readonly setMany?: ((writes: ReadonlyArray<CopyWrite>) => Effect.Effect<void>) | undefined
 }
 
 export interface MemoryStoreOptions {
@@ -99,13 +114,21 @@ const kindFor = (key: string) => {
 }
 
 /** Counts hits and misses per kind of entry for /metrics. */
-const metered = (store: CopyStoreShape): CopyStoreShape => ({
+const metered = (
+  store: CopyStoreShape & { readonly getMany: NonNullable<CopyStoreShape["getMany"]>; readonly setMany: NonNullable<CopyStoreShape["setMany"]> }
+): CopyStoreShape => ({
   get: (key) =>
     Effect.map(store.get(key), (found) => {
       recordCacheLookup(kindFor(key), Option.isSome(found))
       return found
     }),
+  getMany: (keys) =>
+    Effect.map(store.getMany(keys), (found) => {
+      for (let i = 0; i < keys.length; i++) recordCacheLookup(kindFor(keys[i]!), Option.isSome(found[i]!))
+      return found
+    }),
   set: store.set,
+  setMany: store.setMany,
   shared: store.shared,
   claim: store.claim,
   release: store.release
@@ -140,26 +163,32 @@ export const makeExpiringLru = <V>(maxEntries: number, maxBytes: number) => {
   }
 }
 
-const makeMemoryStore = (options: MemoryStoreOptions): CopyStoreShape & { readonly size: () => MemoryStoreSize } => {
+const makeMemoryStore = (options: MemoryStoreOptions) => {
   // Values as a reader of Redis would get them: serialised on `set` (so a value that is not plain JSON
   // fails here and not in production), parsed back once and frozen; every read returns that object.
   const data = makeExpiringLru<Schema.Json>(options.maxEntries ?? 50_000, options.maxBytes ?? 16 * 1024 * 1024)
   const negative = makeExpiringLru<Schema.Json>(options.negativeEntries ?? 2_000, Number.POSITIVE_INFINITY)
+  const lookup = (key: string, now: number): Option.Option<Schema.Json> => {
+    const entry = data.get(key, now) ?? negative.get(key, now)
+    return entry === undefined ? Option.none() : Option.some(entry.value)
+  }
+  const put = (key: string, value: Schema.Json, timeToLive: Duration.Duration, isNegative: boolean, now: number) => {
+    const ttl = Duration.toMillis(timeToLive)
+    data.remove(key)
+    negative.remove(key)
+    if (!(ttl > 0)) return
+    const text = JSON.stringify(value)
+    const entry = { value: frozenCopy(text), expiresAt: now + ttl, bytes: text.length + key.length }
+    ;(isNegative ? negative : data).put(key, entry)
+  }
   return {
-    get: (key) =>
+    get: (key: string) => Effect.map(Clock.currentTimeMillis, (now) => lookup(key, now)),
+    getMany: (keys: ReadonlyArray<string>) => Effect.map(Clock.currentTimeMillis, (now) => keys.map((key) => lookup(key, now))),
+    set: (key: string, value: Schema.Json, timeToLive: Duration.Duration, setOptions?: SetOptions) =>
+      Effect.map(Clock.currentTimeMillis, (now) => put(key, value, timeToLive, setOptions?.negative === true, now)),
+    setMany: (writes: ReadonlyArray<CopyWrite>) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
-        const entry = data.get(key, now) ?? negative.get(key, now)
-        return entry === undefined ? Option.none() : Option.some(entry.value)
-      }),
-    set: (key, value, timeToLive, setOptions) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
-        const ttl = Duration.toMillis(timeToLive)
-        data.remove(key)
-        negative.remove(key)
-        if (!(ttl > 0)) return
-        const text = JSON.stringify(value)
-        const entry = { value: frozenCopy(text), expiresAt: now + ttl, bytes: text.length + key.length }
-        ;(setOptions?.negative === true ? negative : data).put(key, entry)
+        for (const write of writes) put(write.key, write.value, write.timeToLive, write.negative, now)
       }),
     shared: false,
     size: () => ({ data: data.size(), negative: negative.size() })
@@ -169,7 +198,7 @@ const makeMemoryStore = (options: MemoryStoreOptions): CopyStoreShape & { readon
 /** Entries whose last read text is remembered by the Redis store, with the value parsed from it. */
 const REDIS_PARSED_CAPACITY = 1_000
 
-const makeRedisStore = (redis: Redis.Redis["Service"], prefix: string, timeoutMs: number): CopyStoreShape => {
+const makeRedisStore = (redis: Redis.Redis["Service"], prefix: string, timeoutMs: number) => {
   // Key → the text last read (or written) and its frozen parse: an unchanged entry is not parsed again
   // and comes back as the same object. The text is compared in full, so a rewrite is always seen.
   const parsed = new Map<string, { readonly text: string; readonly value: Schema.Json }>()
@@ -198,36 +227,42 @@ const makeRedisStore = (redis: Redis.Redis["Service"], prefix: string, timeoutMs
       Effect.timeoutOrElse({ duration: Duration.millis(timeoutMs), orElse: () => Effect.fail(`no answer within ${timeoutMs} ms`) }),
       Effect.catch((error) => Effect.as(Effect.logWarning(`rates cache: Redis ${what} failed; carrying on without it`, String(error)), undefined).pipe(Effect.map(fallback)))
     )
-  return CopyStore.of({
+  const found = (key: string, text: unknown): Option.Option<Schema.Json> => {
+    if (typeof text !== "string") {
+      parsed.delete(key)
+      return Option.none()
+    }
+    return parse(key, text)
+  }
+  // Redis away: what this process last read or wrote of the key (its entry says whether it still serves).
+  const lastSeen = (key: string) => Option.fromUndefinedOr(parsed.get(key)?.value)
+  const set = (key: string, value: Schema.Json, timeToLive: Duration.Duration) => {
+    const ttl = Math.ceil(Duration.toMillis(timeToLive))
+    if (!(ttl > 0)) return Effect.void
+    const text = JSON.stringify(value)
+    // Kept here too, so that what this process fetched serves it while Redis is away.
+    remember(key, text, frozenCopy(text))
+    return bounded("SET", Effect.asVoid(redis.send("SET", `${prefix}${key}`, text, "PX", String(ttl))), () => undefined)
+  }
+  return {
     shared: true,
-    get: (key) =>
-      bounded(
-        "GET",
-        Effect.map(redis.send<string | null>("GET", `${prefix}${key}`), (text) => {
-          if (typeof text !== "string") {
-            parsed.delete(key)
-            return Option.none()
-          }
-          return parse(key, text)
-        }),
-        // Redis away: what this process last read or wrote of the key (its entry says whether it still serves).
-        () => Option.fromUndefinedOr(parsed.get(key)?.value)
+    get: (key: string) => bounded("GET", Effect.map(redis.send<string | null>("GET", `${prefix}${key}`), (text) => found(key, text)), () => lastSeen(key)),
+    getMany: (keys: ReadonlyArray<string>) =>
+      keys.length === 0 ? Effect.succeed([]) : bounded(
+        "MGET",
+        Effect.map(redis.send<ReadonlyArray<string | null>>("MGET", ...keys.map((key) => `${prefix}${key}`)), (texts) => keys.map((key, i) => found(key, texts[i]))),
+        () => keys.map(lastSeen)
       ),
-    set: (key, value, timeToLive) => {
-      const ttl = Math.ceil(Duration.toMillis(timeToLive))
-      if (!(ttl > 0)) return Effect.void
-      const text = JSON.stringify(value)
-      // Kept here too, so that what this process fetched serves it while Redis is away.
-      remember(key, text, frozenCopy(text))
-      return bounded("SET", Effect.asVoid(redis.send("SET", `${prefix}${key}`, text, "PX", String(ttl))), () => undefined)
-    },
+    set,
+    setMany: (writes: ReadonlyArray<CopyWrite>) =>
+      Effect.forEach(writes, (write) => set(write.key, write.value, write.timeToLive), { concurrency: "unbounded", discard: true }),
     // A store that fails lets every instance load for itself: the lists' credits still bound it.
-    claim: (key, timeToLive) =>
+    claim: (key: string, timeToLive: Duration.Duration) =>
       bounded(
         "SET NX",
         Effect.map(redis.send<string | null>("SET", `${prefix}${key}`, "1", "NX", "PX", String(Math.ceil(Duration.toMillis(timeToLive)))), (set) => set === "OK"),
         () => true
       ),
-    release: (key) => bounded("DEL", Effect.asVoid(redis.send("DEL", `${prefix}${key}`)), () => undefined)
-  })
+    release: (key: string) => bounded("DEL", Effect.asVoid(redis.send("DEL", `${prefix}${key}`)), () => undefined)
+  }
 }

@@ -54,8 +54,11 @@ export interface CopiesOptions<K, A, I = unknown> {
   readonly name: string
   /** Whose failure a reader's timeout is. */
   readonly source: SourceName
-  /** The store key, `rates:v2:<kind>:…` (the kind names the metric). */
-  readonly keyOf: (key: K) => string
+  /**
+   * The store key, `rates:v2:<kind>:…` (the kind names the metric). Absent: the key, a string, is the
+   * store key itself (built once by the holder; no call per read).
+   */
+  readonly keyOf?: ((key: K) => string) | undefined
   /** What a value is: a copy read back from the store is validated with it (another instance or release may have written it). */
   readonly value: Schema.Codec<A, I>
   /** How long `value`, fetched for `key` at `storedAt`, serves (latest prices: its currency's interval). */
