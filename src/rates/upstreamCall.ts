@@ -5,7 +5,7 @@
  * time budget and a circuit breaker. Each client (coingecko/, coinbase/) adds its own budgets, limits
  * and error shapes around these.
  */
-import { Cause, Clock, Duration, Effect, Exit, Layer, Option, Schedule, type Schema } from "effect"
+import { Cause, Clock, Duration, Effect, Exit, Layer, Option, Schedule, type Schema, Semaphore } from "effect"
 import { type Headers, type HttpClient, type HttpClientRequest } from "effect/http"
 import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
 import { recordUpstreamCall } from "../observability/metrics.ts"
@@ -97,11 +97,14 @@ export interface Exchange {
 
 export const newExchange = (): Exchange => ({ sent: false, status: undefined, unanswered: false })
 
+/** Whether a source that bills its answers billed an exchange: it answered 200, or may have (it went out and we stopped waiting). */
+export const billed = (exchange: Exchange) => exchange.status === 200 || (exchange.sent && exchange.status === undefined && !exchange.unanswered)
+
 /**
  * One HTTP exchange, read, within `timeoutMs`; a transport failure or a timeout is transient. `exchange`,
  * when given, learns what became of it.
  */
-export const sendOnce = (
+const sendOnce = (
   http: HttpClient.HttpClient,
   source: SourceName,
   what: string,
@@ -126,7 +129,7 @@ export const sendOnce = (
   )
 
 /** After a 429 nobody calls the source until its wait has passed: hammering it only extends the ban. */
-export const makeCoolDown = (source: SourceName, detail: string) => {
+const makeCoolDown = (source: SourceName, detail: string) => {
   let until = 0
   return {
     check: Effect.flatMap(Clock.currentTimeMillis, (now) =>
@@ -139,7 +142,7 @@ export const makeCoolDown = (source: SourceName, detail: string) => {
   }
 }
 
-export interface Guard {
+interface Guard {
   readonly retries: number
   readonly retryBaseDelayMs: number
   readonly requestBudgetMs: number
@@ -182,7 +185,7 @@ const countOncePerRequest = (outcome: CircuitBreaker.Outcome, charge: Charge | u
  * logical call and, for a request's `charge`, one failure per request. While another call probes a
  * recovering source, wait for its verdict rather than refuse.
  */
-export const guardedCall = <A>(
+const guardedCall = <A>(
   source: SourceName,
   breaker: CircuitBreaker.CircuitBreaker,
   guard: Guard,
@@ -224,3 +227,61 @@ export const layerGuardStoresRedis = (keyPrefix = ""): Layer.Layer<RateLimiter.R
     RateLimiter.layer.pipe(Layer.provide(RateLimiter.layerStoreRedis({ prefix: `${keyPrefix}ratelimiter:` }))),
     CircuitBreaker.layerStoreRedis({ prefix: `${keyPrefix}circuitbreaker:` })
   )
+
+/** What an attempt pays (CoinGecko's credits), taken before it is sent and given back when the source did not bill it. */
+type Held = { readonly giveBack: (count: number) => Effect.Effect<void> }
+export type AttemptCost = (charge: Charge, firstAttempt: boolean) => Effect.Effect<Held, SourceError>
+
+/** A source's own numbers and rules for its calls: the source caller below is the same for every source. */
+export interface SourceCallerOptions {
+  readonly http: HttpClient.HttpClient
+  readonly reading: Reading
+  readonly guard: Guard
+  readonly breaker: CircuitBreaker.CircuitBreaker
+  readonly maxConcurrency: number
+  /** What a caller is told while a 429's cool-down lasts. */
+  readonly coolDownDetail: string
+  /** Waited for inside the permit, before each exchange (Coinbase's 10-a-second bucket): no burst past it. */
+  readonly beforeSend?: Effect.Effect<void> | undefined
+}
+
+/**
+ * The one source caller (CoinGecko, Coinbase): an attempt is the cool-down's check, the attempt's cost,
+ * a concurrency permit, `beforeSend`, one exchange read by `read`; a 429 starts the cool-down. A logical
+ * call is attempts guarded by `guardedCall` (retries, time budget, breaker).
+ */
+export const makeSourceCaller = (options: SourceCallerOptions) =>
+  Effect.map(Semaphore.make(options.maxConcurrency), (permits) => {
+    const { reading } = options
+    const coolDown = makeCoolDown(reading.source, options.coolDownDetail)
+    const exchangeOnce = <A>(what: string, request: HttpClientRequest.HttpClientRequest, read: (raw: RawResponse) => Effect.Effect<A, SourceError>, timeoutMs: number, exchange: Exchange) =>
+      permits.withPermit(Effect.andThen(
+        options.beforeSend ?? Effect.void,
+        sendOnce(options.http, reading.source, what, request, timeoutMs, exchange).pipe(Effect.flatMap(read), Effect.tapError(coolDown.note))
+      ))
+    /** One attempt, paid by `cost` when given. */
+    const attempt = <A>(
+      what: string,
+      request: HttpClientRequest.HttpClientRequest,
+      read: (raw: RawResponse) => Effect.Effect<A, SourceError>,
+      timeoutMs: number,
+      cost?: Effect.Effect<Held, SourceError>
+    ): Effect.Effect<A, SourceError> =>
+      Effect.andThen(coolDown.check, Effect.suspend(() => {
+        const exchange = newExchange()
+        return cost === undefined
+          ? exchangeOnce(what, request, read, timeoutMs, exchange)
+          : Effect.acquireUseRelease(cost, () => exchangeOnce(what, request, read, timeoutMs, exchange), (held) => (billed(exchange) ? Effect.void : held.giveBack(1)))
+      }))
+    /** One logical call: attempts of `request` guarded; `cost` pays each attempt for `charge`. */
+    const call = <A>(what: string, request: HttpClientRequest.HttpClientRequest, read: (raw: RawResponse) => Effect.Effect<A, SourceError>, charge?: Charge, cost?: AttemptCost) =>
+      Effect.suspend(() => {
+        let attempts = 0
+        const paid = cost === undefined || charge === undefined ? undefined : Effect.suspend(() => cost(charge, attempts++ === 0))
+        return guardedCall(reading.source, options.breaker, options.guard, what, attempt(what, request, read, options.guard.attemptTimeoutMs, paid), charge)
+      })
+    /** The body of an answer, read with `decode`. */
+    const body = <A>(what: string, decode: Decoder<A>) => (raw: RawResponse) => interpretResponse(reading, what, raw, decode)
+    return { attempt, call, body, coolDown, permits, exchangeOnce }
+  })
+

@@ -10,15 +10,15 @@
  * Candles come with Coinbase's clock (its `Date` header): which days are closed is judged by it, not ours.
  * What these calls answer is held by the adapter (secondSource.ts, products.ts), not here.
  */
-import { Context, Duration, Effect, Layer, Semaphore } from "effect"
+import { Context, Duration, Effect, Layer } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
 import { startOfDay } from "../dailySeries.ts"
 import { failWithFor, type SourceError } from "../upstream.ts"
-import { type Decoder, guardedCall, interpretResponse, layerGuardStoresMemory, layerGuardStoresRedis, makeCoolDown, type RawResponse, sendOnce } from "../upstreamCall.ts"
+import { layerGuardStoresMemory, layerGuardStoresRedis, makeSourceCaller, type RawResponse } from "../upstreamCall.ts"
 import { coinbaseNow, DAILY_GRANULARITY_S, type DailyClose, dailyCloses, dayWindows } from "./candles.ts"
 import { CoinbaseConfig } from "./CoinbaseConfig.ts"
-import { type Candle, type CoinbaseProduct, decodeCandles, decodeProducts, decodeStats, decodeTicker, errorMessage, type Stats, type Ticker } from "./responses.ts"
+import { type CoinbaseProduct, decodeCandles, decodeProducts, decodeStats, decodeTicker, errorMessage, type Stats, type Ticker } from "./responses.ts"
 
 export type { CoinbaseProduct, Stats } from "./responses.ts"
 
@@ -65,9 +65,6 @@ export class CoinbaseClient extends Context.Service<CoinbaseClient, CoinbaseClie
 const BUCKET_KEY = "coinbase:calls"
 const fail = failWithFor("coinbase")
 
-/** How an attempt reads the answer it got (`what` names the call in errors). */
-type Read<A> = (what: string, raw: RawResponse) => Effect.Effect<A, SourceError>
-
 /** Coinbase's clock from its `Date` header (whole seconds), when it sent a readable one. */
 const dateOf = (raw: RawResponse): ReadonlyArray<number> => {
   const at = Date.parse(raw.headers["date"] ?? "")
@@ -82,8 +79,6 @@ const makeCoinbaseClient = Effect.gen(function*() {
     tripPolicy: CircuitBreaker.consecutive(config.breakerFailures),
     openDuration: Duration.millis(config.breakerOpenMs)
   })
-  const permits = yield* Semaphore.make(config.maxConcurrency)
-  const coolDown = makeCoolDown("coinbase", "Coinbase asked us to slow down (cooling down after 429)")
   // Coinbase sends no Retry-After; its window is a second.
   const reading = { source: "coinbase" as const, errorMessage, keyed: false, rateLimitedSeconds: () => config.rateLimitedCoolDownSeconds }
 
@@ -101,26 +96,24 @@ const makeCoinbaseClient = Effect.gen(function*() {
   const requestFor = (path: string, params: Record<string, string>) =>
     HttpClientRequest.get(`${config.baseUrl}${path}`).pipe(HttpClientRequest.setUrlParams(params), HttpClientRequest.acceptJson)
 
-  /** An answer's body, read with `decode`. */
-  const body = <A>(decode: Decoder<A>): Read<A> => (what, raw) => interpretResponse(reading, what, raw, decode)
+  const caller = yield* makeSourceCaller({
+    http,
+    reading,
+    guard: config,
+    breaker,
+    maxConcurrency: config.maxConcurrency,
+    coolDownDetail: "Coinbase asked us to slow down (cooling down after 429)",
+    beforeSend: token
+  })
+
   /** Candles, and Coinbase's clock when it sent them. */
-  const candlesAndDate: Read<{ readonly candles: ReadonlyArray<Candle>; readonly dates: ReadonlyArray<number> }> = (what, raw) =>
-    Effect.map(body(decodeCandles)(what, raw), (candles) => ({ candles, dates: dateOf(raw) }))
+  const candlesAndDate = (what: string) => {
+    const candles = caller.body(what, decodeCandles)
+    return (raw: RawResponse) => Effect.map(candles(raw), (read) => ({ candles: read, dates: dateOf(raw) }))
+  }
 
-  /** One attempt: cool-down, permit, token, HTTP; a 429 starts the cool-down. */
-  const attempt = <A>(what: string, request: HttpClientRequest.HttpClientRequest, read: Read<A>, timeoutMs: number) =>
-    coolDown.check.pipe(Effect.andThen(permits.withPermit(Effect.andThen(
-      token,
-      sendOnce(http, "coinbase", what, request, timeoutMs).pipe(
-        Effect.flatMap((raw) => read(what, raw)),
-        Effect.tapError(coolDown.note)
-      )
-    ))))
-
-  const dataCall = <A>(what: string, path: string, params: Record<string, string>, read: Read<A>): Effect.Effect<A, SourceError> =>
-    Effect.suspend(() => guardedCall("coinbase", breaker, config, what, attempt(what, requestFor(path, params), read, config.attemptTimeoutMs))).pipe(
-      Effect.withSpan("coinbase.call", { attributes: { what } })
-    )
+  const dataCall = <A>(what: string, path: string, params: Record<string, string>, read: (raw: RawResponse) => Effect.Effect<A, SourceError>): Effect.Effect<A, SourceError> =>
+    Effect.suspend(() => caller.call(what, requestFor(path, params), read)).pipe(Effect.withSpan("coinbase.call", { attributes: { what } }))
 
   const productPath = (productId: string) => `/products/${encodeURIComponent(productId)}`
 
@@ -133,7 +126,7 @@ const makeCoinbaseClient = Effect.gen(function*() {
           granularity: String(DAILY_GRANULARITY_S),
           start: new Date(start).toISOString(),
           end: new Date(end).toISOString()
-        }, candlesAndDate), { concurrency: "unbounded" })
+        }, candlesAndDate(what)), { concurrency: "unbounded" })
       const candles = parts.flatMap((part) => part.candles)
       const { closes, offMidnight } = dailyCloses(candles, startOfDay(fromDay), startOfDay(toDay))
       if (offMidnight !== undefined) {
@@ -144,11 +137,17 @@ const makeCoinbaseClient = Effect.gen(function*() {
 
   return CoinbaseClient.of({
     // Large (hundreds of products): more time for its one attempt.
-    products: attempt("product list", requestFor("/products", {}), body(decodeProducts), config.attemptTimeoutMs * 3).pipe(
+    products: caller.attempt("product list", requestFor("/products", {}), caller.body("product list", decodeProducts), config.attemptTimeoutMs * 3).pipe(
       Effect.withSpan("coinbase.call", { attributes: { what: "product list" } })
     ),
     dailyCandles,
-    ticker: (productId) => dataCall(`ticker of ${productId}`, `${productPath(productId)}/ticker`, {}, body(decodeTicker)),
-    stats: (productId) => dataCall(`24 h stats of ${productId}`, `${productPath(productId)}/stats`, {}, body(decodeStats))
+    ticker: (productId) => {
+      const what = `ticker of ${productId}`
+      return dataCall(what, `${productPath(productId)}/ticker`, {}, caller.body(what, decodeTicker))
+    },
+    stats: (productId) => {
+      const what = `24 h stats of ${productId}`
+      return dataCall(what, `${productPath(productId)}/stats`, {}, caller.body(what, decodeStats))
+    }
   })
 })

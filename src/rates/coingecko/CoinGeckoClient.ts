@@ -24,24 +24,13 @@
  * `/coins/markets` by ids is split into calls whose whole URL, as sent, stays within `MAX_URL_CHARS`:
  * CoinGecko's CDN answers 414 past about 8,100 characters, which 250 ids of bridged tokens pass.
  */
-import { Clock, Context, Duration, Effect, Layer, Redacted, Result, Semaphore } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Redacted, Result } from "effect"
 import { Headers, HttpClient, HttpClientRequest, Url } from "effect/http"
 import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
 import { Charge, type SourceError } from "../upstream.ts"
-import {
-  type Decoder,
-  type Exchange,
-  guardedCall,
-  interpretResponse,
-  layerGuardStoresMemory,
-  layerGuardStoresRedis,
-  makeCoolDown,
-  newExchange,
-  type RawResponse,
-  sendOnce
-} from "../upstreamCall.ts"
+import { billed, type Decoder, type Exchange, layerGuardStoresMemory, layerGuardStoresRedis, makeSourceCaller, newExchange, type RawResponse } from "../upstreamCall.ts"
 import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
-import { type HeldCredits, makeBudget, MonthlyBudget } from "./credits/MonthlyBudget.ts"
+import { makeBudget, MonthlyBudget } from "./credits/MonthlyBudget.ts"
 import {
   type ChartPoint,
   decodeCoinList,
@@ -113,8 +102,6 @@ const RANK_PAGES_KEPT_MS = 3_600_000
 /** A refusal of history beyond the plan is logged at most this often. */
 const BEYOND_PLAN_LOG_MS = 3_600_000
 
-/** Whether CoinGecko billed an exchange: it answered 200, or may have (it went out and we stopped waiting). */
-const billed = (exchange: Exchange) => exchange.status === 200 || (exchange.sent && exchange.status === undefined && !exchange.unanswered)
 
 /** The length of a request's whole URL as it is sent (parameters encoded: a comma is %2C). */
 const urlLength = (request: HttpClientRequest.HttpClientRequest) =>
@@ -134,8 +121,6 @@ const makeCoinGeckoClient = Effect.gen(function*() {
     tripPolicy: CircuitBreaker.consecutive(config.breakerFailures),
     openDuration: Duration.millis(config.breakerOpenMs)
   })
-  const permits = yield* Semaphore.make(config.maxConcurrency)
-  const coolDown = makeCoolDown("coingecko", "upstream asked us to slow down (cooling down after 429)")
 
   const reading = {
     source: "coingecko" as const,
@@ -151,6 +136,15 @@ const makeCoinGeckoClient = Effect.gen(function*() {
       return Math.min(Math.max(seconds, 1), 3_600)
     }
   }
+
+  const caller = yield* makeSourceCaller({
+    http,
+    reading,
+    guard: config,
+    breaker,
+    maxConcurrency: config.maxConcurrency,
+    coolDownDetail: "upstream asked us to slow down (cooling down after 429)"
+  })
 
   const keyHeader = config.apiPlan === "pro" ? "x-cg-pro-api-key" : "x-cg-demo-api-key"
   const requestFor = (path: string, params: Record<string, string>) => {
@@ -170,28 +164,11 @@ const makeCoinGeckoClient = Effect.gen(function*() {
       )
     })
 
-  /** One HTTP exchange, read; a 429 starts the cool-down. `exchange` learns what became of it. */
-  const send = <A>(what: string, request: HttpClientRequest.HttpClientRequest, decode: Decoder<A>, timeoutMs: number, exchange: Exchange) =>
-    sendOnce(http, "coingecko", what, request, timeoutMs, exchange).pipe(
-      Effect.flatMap((raw) => interpretResponse(reading, what, raw, decode)),
-      Effect.tapError((error) => Effect.andThen(coolDown.note(error), noteBeyondPlan(error)))
-    )
-
-  /** `attempt` with the credit `credits` takes: given back unless CoinGecko billed its exchange. */
-  const paying = <A>(credits: Effect.Effect<HeldCredits, SourceError>, attempt: (exchange: Exchange) => Effect.Effect<A, SourceError>) =>
-    Effect.suspend(() => {
-      const exchange = newExchange()
-      return Effect.acquireUseRelease(credits, () => attempt(exchange), (held) => (billed(exchange) ? Effect.void : held.giveBack(1)))
-    })
-
   /** Bodies of the lists are large (the coin list is over a MB): more time for their one attempt. */
   const listTimeoutMs = config.attemptTimeoutMs * 3
   const listCall = <A>(what: string, path: string, params: Record<string, string>, decode: Decoder<A>): Effect.Effect<A, SourceError> =>
     Effect.suspend(() =>
-      coolDown.check.pipe(
-        Effect.andThen(budget.listCall),
-        Effect.andThen(paying(budget.listCredits(1), (exchange) => permits.withPermit(send(what, requestFor(path, params), decode, listTimeoutMs, exchange))))
-      )
+      caller.attempt(what, requestFor(path, params), caller.body(what, decode), listTimeoutMs, Effect.andThen(budget.listCall, budget.listCredits(1)))
     ).pipe(Effect.withSpan("coingecko.call", { attributes: { what } }))
 
   const rankParams = (page: number, perPage: number) => ({ vs_currency: "usd", order: "market_cap_desc", per_page: String(perPage), page: String(page) })
@@ -214,11 +191,11 @@ const makeCoinGeckoClient = Effect.gen(function*() {
         const calls = Effect.gen(function*() {
           for (let page = first; page < first + count && !complete(); page++) {
             const what = `coin ranks page ${page}`
-            yield* coolDown.check
+            yield* caller.coolDown.check
             yield* budget.listCall
             const exchange = newExchange()
             exchanges.push(exchange)
-            loaded.push(yield* permits.withPermit(send(what, requestFor("/coins/markets", rankParams(page, perPage)), decodeMarkets, listTimeoutMs, exchange)))
+            loaded.push(yield* caller.exchangeOnce(what, requestFor("/coins/markets", rankParams(page, perPage)), caller.body(what, decodeMarkets), listTimeoutMs, exchange))
           }
         })
         return Effect.acquireUseRelease(budget.listCredits(count), () => calls, (held) => held.giveBack(count - exchanges.filter(billed).length))
@@ -267,17 +244,10 @@ const makeCoinGeckoClient = Effect.gen(function*() {
    * so a holder that usually does not need it pays nothing for it.
    */
   const dataCall = <A>(what: string, path: string, params: Record<string, string>, decode: Decoder<A>, charge: Charge): Effect.Effect<A, SourceError> =>
-    Effect.suspend(() => {
-      const request = requestFor(path, params)
-      let attempts = 0
-      const attempt = coolDown.check.pipe(
-        Effect.andThen(paying(
-          Effect.suspend(() => budget.spend(charge, attempts++ === 0)),
-          (exchange) => permits.withPermit(send(what, request, decode, config.attemptTimeoutMs, exchange))
-        ))
-      )
-      return guardedCall("coingecko", breaker, config, what, attempt, charge)
-    }).pipe(Effect.withSpan("coingecko.call", { attributes: { what } }))
+    Effect.suspend(() => caller.call(what, requestFor(path, params), caller.body(what, decode), charge, budget.spend)).pipe(
+      Effect.tapError(noteBeyondPlan),
+      Effect.withSpan("coingecko.call", { attributes: { what } })
+    )
 
   return CoinGeckoClient.of({
     supportedCurrencies: listCall("supported currencies", "/simple/supported_vs_currencies", {}, decodeSupportedCurrencies),
