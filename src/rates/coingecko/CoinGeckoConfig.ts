@@ -1,9 +1,4 @@
-/**
- * Settings of the CoinGecko adapter (CONTRACT C2: the COINGECKO_* variables) and the knobs of our
- * upstream economy, read from the current `ConfigProvider`; every bad variable is reported by name at
- * start-up. Some of them bound the whole rates capability (the request budget, how long a last good copy
- * is kept, the memory cache): layer.ts hands those to the use case and the copies.
- */
+/** Settings of the CoinGecko adapter (CONTRACT C2: COINGECKO_*); some bound the whole capability (layer.ts). */
 import { Config, Context, Effect, Layer, Option, type Redacted } from "effect"
 import type { ConfigInvalid } from "../../config/ConfigInvalid.ts"
 import { httpUrl, int, oneOf, optional, readAll, required, secret } from "../../config/read.ts"
@@ -27,22 +22,13 @@ export interface CoinGeckoConfigShape {
   readonly retryBaseDelayMs: number
   /** Upstream calls in flight at once. */
   readonly maxConcurrency: number
-  /**
-   * The plan's credits a month (one a call): Demo 10,000, Basic 100,000. Spent at the month's even pace
-   * with a reserve of 2 % for bursts (credits/monthlyCredits.ts).
-   */
+  /** The plan's credits a month: Demo 10,000, Basic 100,000; spent at an even pace (credits/monthlyCredits.ts). */
   readonly callsPerMonth: number
   /** Upstream calls per minute (token bucket); the demo plan allows about 30. */
   readonly callsPerMinute: number
-  /**
-   * Of those, what one caller's cold fetches may spend per minute (its excess is its own 503):
-   * COINGECKO_CALLER_SHARE_PCT of the budget, 33 % (10 calls of 30) by default.
-   */
+  /** Of those, what one caller's cold fetches may spend (COINGECKO_CALLER_SHARE_PCT, 33 %); the excess is its 503. */
   readonly callerCallsPerMinute: number
-  /**
-   * Of those, what cold fetches may never take, kept for refreshes and the auxiliary lists:
-   * COINGECKO_REFRESH_RESERVE_PCT of the budget, 20 % (6 calls of 30) by default.
-   */
+  /** Of those, what cold fetches never take, kept for refreshes and the lists (COINGECKO_REFRESH_RESERVE_PCT, 20 %). */
   readonly refreshReservePerMinute: number
   /** Consecutive upstream failures that open the circuit. */
   readonly breakerFailures: number
@@ -62,15 +48,11 @@ export interface CoinGeckoConfigShape {
   readonly indexRankPages: number
   /** The calls one load of the lists makes: the currency list, the coin list, its rank pages. */
   readonly listsPerLoad: number
-  /**
-   * Server processes on this host (WEB_CONCURRENCY): without its shared ledger, a process spends its share
-   * of the month's pace, this many sharing it.
-   */
+  /** Server processes on this host (WEB_CONCURRENCY): without the shared ledger, each spends its share of the pace. */
   readonly workers: number
 }
 
 const apiPlan = oneOf("COINGECKO_API_PLAN", ["demo", "pro"] as const, "demo")
-
 export const readCoinGeckoConfig: Effect.Effect<CoinGeckoConfigShape, ConfigInvalid> = Effect.gen(function*() {
   // The plan decides the default host and whether a key is required: read it first, on its own.
   const plan = yield* Effect.option(apiPlan)

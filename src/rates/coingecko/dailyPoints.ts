@@ -1,9 +1,7 @@
 /**
- * `DailyPoints` served by CoinGecko: a coin's year of daily points (always the whole year, so that any
- * `days` is served from one copy: the shape of a request never multiplies calls). Held as a copy
- * (copies/) until the next daily point is published; behind it the kept history (history/), which asks
- * CoinGecko only for the days it lacks (`/coins/{id}/market_chart/range`). When CoinGecko cannot serve
- * and no copy is held, the days the history holds serve, marked stale.
+ * `DailyPoints` served by CoinGecko: a coin's whole year of daily points (any `days` is one copy), held (copies/)
+ * until the next daily point; behind it the kept history (history/), which asks `/coins/{id}/market_chart/range`
+ * only for the days it lacks, and serves them, stale, when CoinGecko cannot and no copy is held.
  */
 import { Clock, Duration, Effect, Layer, Option, Result, Schema } from "effect"
 import { makeCopies } from "../copies/Copies.ts"
@@ -21,9 +19,7 @@ import { ATTRIBUTION } from "./latestPrices.ts"
 
 /** Every series is fetched for the longest `days` allowed (C4) and sliced. */
 const SERIES_DAYS = 365
-
 const ChartSchema = Schema.NullOr(Schema.Array(Schema.Tuple([Schema.Finite, Schema.Finite])))
-
 const chartKey = (id: string, currency: string) => `rates:v2:chart:${id}:${currency}`
 
 interface SeriesOf {
@@ -58,17 +54,11 @@ export const closesIn = (points: ReadonlyArray<ChartPoint>, range: DayRange): Ar
 /** A coin missing upstream may be listed later; ask again after an hour rather than on every request. */
 const MISSING_COIN_TTL = Duration.hours(1)
 const MAX_SERIES_GRACE_MS = 3_600_000
-/**
- * A newest close CoinGecko publishes late is asked again this often, for this long after it was due;
- * past that the series waits for the next day's (a coin no longer traded never gets one).
- */
+/** A newest close published late is asked again this often, for this long after it was due. */
 const LATE_CLOSE_RETRY_MS = 15 * 60_000
 const LATE_CLOSE_WINDOW_MS = 6 * 3_600_000
 
-/**
- * Past points never change: a series is complete until the next daily point, then served while
- * refreshed. One that lacks the newest close published is complete only until it is asked again.
- */
+/** Past points never change: complete until the next daily point (lacking a late close: until asked again). */
 const chartTiming = (value: Chart, storedAt: number): Timing => {
   if (value === null) return freshFor(MISSING_COIN_TTL)
   let ttl = millisUntilNextDailyPoint(storedAt)
@@ -136,5 +126,4 @@ const makeDailyPoints = Effect.gen(function*() {
   })
 })
 
-/** Needs the client, the config, the kept history and the copies' store. */
 export const layer: Layer.Layer<DailyPoints, never, CoinGeckoClient | CoinGeckoConfig | DailyHistory | CopyStore> = Layer.effect(DailyPoints, makeDailyPoints)

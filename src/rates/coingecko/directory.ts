@@ -1,19 +1,7 @@
 /**
- * `CoinDirectory` served by CoinGecko, with no upstream call on the request path (CONTRACT C4):
- *   - a currency is checked against the list CoinGecko publishes (`/simple/supported_vs_currencies`);
- *     until one was ever loaded, the list as of this release stands in: the source's outage must neither
- *     refuse real currencies nor let junk through to the data calls;
- *   - a symbol is resolved by the curated map first (symbols.ts), then the coin index: the coin list
- *     (`/coins/list`) and ranks (the top `COINGECKO_INDEX_RANK_PAGES` pages of `/coins/markets` by market
- *     cap). A ticker shared by several coins is the top-ranked one's (an unranked coin loses to any ranked
- *     one, and to the coin listed before it); a ticker no coin has is unknown.
- * The three lists (currencies, coins, ranks) are held as pinned copies (copies/), each on its own, so
- * that one that fails does not spend again on another: loaded in the background at start and daily,
- * paid from the lists' own part of the month's credits (no burst can spend it; the rank pages as one
- * unit: CoinGeckoClient.ts `coinRanks`), by one instance at a time when several share Redis (the others
- * wait for its copy), the last good copy kept when a reload fails, the next attempt backing off (two
- * minutes at most while none is held); a request finding nothing held waits (until its deadline) only for
- * a load running or due.
+ * `CoinDirectory` served by CoinGecko, no upstream call on the request path (CONTRACT C4): currencies, then symbols
+ * by the curated map (symbols.ts) and the coin index (`/coins/list`, ranked by `/coins/markets`). The three lists
+ * are pinned copies (copies/), each on its own, loaded in the background at start and daily.
  */
 import { Duration, Effect, Layer, Schema } from "effect"
 import { makeCopies } from "../copies/Copies.ts"
@@ -36,7 +24,6 @@ const RELEASE_CURRENCIES: ReadonlyArray<string> = [
 
 /** Upper-case ticker → `[id, name]` of its coin. */
 type CoinIndex = Readonly<Record<string, readonly [string, string]>>
-
 /** What the index reads of the coin list and of the ranked rows. */
 const Coins = Schema.Array(Schema.Struct({ id: Schema.String, symbol: Schema.String, name: Schema.String }))
 const Ranked = Schema.Array(Schema.Struct({ id: Schema.String, symbol: Schema.String, name: Schema.String, market_cap_rank: Schema.optional(Schema.NullOr(Schema.Finite)) }))
@@ -51,11 +38,7 @@ const COIN_LIST = "rates:v2:coin-list"
 const COIN_RANKS = "rates:v2:coin-ranks"
 /** Instances sharing a list reload a little apart, so one fetches and the others adopt its copy. */
 const RELOAD_SPREAD_MS = 5 * 60_000
-/**
- * A list never loaded is tried again at least this often (when asked for): however long CoinGecko refused
- * (a missing User-Agent: months of 403s), the index loads within minutes of it answering again. A refused
- * call costs no credit, only one of the minute's calls.
- */
+/** A list never loaded is retried at least this often: it loads within minutes of CoinGecko answering again. */
 const NONE_HELD_RETRY_MAX_MS = 2 * 60_000
 
 /** The index from the list and the ranked rows (best rank first within a page). */
@@ -109,8 +92,7 @@ const makeDirectory = Effect.gen(function*() {
     Ranked,
     Effect.map(client.coinRanks(config.indexRankPages, PAGE_SIZE), (rows) => rows.map(({ id, market_cap_rank, name, symbol }) => ({ id, market_cap_rank, name, symbol })))
   )
-  // The first loads, at start, in the background, one after the other: a refusal (a 429, the lists' credits
-  // spent) stops the next before it calls, rather than three calls racing into it.
+  // The first loads, one after the other: a refusal (a 429, no credits) stops the next before it calls.
   yield* Effect.forkScoped(
     Effect.forEach([currencies.warm(CURRENCIES), coins.warm(COIN_LIST), ranks.warm(COIN_RANKS)], (warm) => Effect.andThen(warm, Effect.yieldNow))
   )
@@ -173,5 +155,4 @@ const makeDirectory = Effect.gen(function*() {
   })
 })
 
-/** Needs the client, the config and the copies' store. */
 export const layer: Layer.Layer<CoinDirectory, never, CoinGeckoClient | CoinGeckoConfig | CopyStore> = Layer.effect(CoinDirectory, makeDirectory)

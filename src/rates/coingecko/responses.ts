@@ -1,7 +1,4 @@
-/**
- * What CoinGecko answers, read: the bodies we use (validated with Schema) and its error shapes. No I/O
- * here: CoinGeckoClient.ts sends, upstreamCall.ts turns statuses into `SourceError`s with these.
- */
+/** What CoinGecko answers, read: the bodies we use and its error shapes (CoinGeckoClient.ts and upstreamCall.ts use them). */
 import { Exit, Schema } from "effect"
 import type { Decoder } from "../upstreamCall.ts"
 import { clip } from "../upstreamCall.ts"
@@ -21,11 +18,9 @@ export const MarketRow = Schema.Struct({
   price_change_percentage_30d_in_currency: NullableNumber
 })
 export type MarketRow = typeof MarketRow.Type
-
 /** One row of `/coins/list`. */
 export const ListedCoin = Schema.Struct({ id: Schema.NonEmptyString, symbol: Schema.String, name: Schema.String })
 export type ListedCoin = typeof ListedCoin.Type
-
 /** `/coins/{id}/market_chart/range`: `[epoch ms, price]`; CoinGecko sometimes sends a null price. */
 const MarketChartBody = Schema.Struct({
   prices: Schema.Array(Schema.Tuple([Schema.Finite, Schema.NullOr(Schema.Finite)]))

@@ -1,20 +1,7 @@
 /**
- * The one way the rates capability holds copies of what its sources answer: latest prices, daily
- * series, the currency list and coin index, Coinbase's product list and prices. Each holder is a
- * `Copies` made here, over the one `CopyStore` (memory, or Redis shared by every instance), with:
- *   - fresh, due, grace and expired copies (entry.ts), each holder deciding a value's timing;
- *   - single flight: concurrent readers of a key share one fetch; a fetch serves several keys at once
- *     (one `/coins/markets` call for every cold coin), and a key already being fetched is waited for;
- *   - stale-if-error: when a fetch fails, or brings what the holder refuses (`accept`: a suspect list),
- *     the last good copy (kept `lastGoodMs`), marked stale;
- *   - negative results ("no such coin"): kept apart in the store, fresh for their time, never stale;
- *   - background refreshes of what is due, one per group, paid by nobody's request, backing off after
- *     a failure (doubling from `retryMs` up to an hour, or less while none is held if the holder says
- *     so, or the source's own Retry-After when longer);
- *   - bounded: by the store (CopyStore.ts), and pinned lists, one entry each, in this process.
- * A fetch runs in the holder's scope, not the reader's: a reader that stops waiting (its deadline)
- * wastes nothing, the copy still lands. (Effect's `Cache` interrupts a lookup that every waiter
- * abandoned, which would throw away a call already paid for; hence flights of our own.)
+ * The one way the rates capability holds copies of its sources' answers (entry.ts), over the one `CopyStore`: single
+ * flight, stale-if-error (also when `accept` refuses), negative answers apart, background refreshes with backoff.
+ * A fetch runs in the holder's scope: a reader that stops waiting wastes no paid call (Effect's `Cache` would).
  */
 import { Cause, Clock, Deferred, Duration, Effect, Exit, Option, Schema, type Scope } from "effect"
 import { Charge, SourceError } from "../upstream.ts"
@@ -30,7 +17,6 @@ const LIST_LEASE_MS = 60_000
 const LEASE_POLL_MS = 250
 /** Groups remembered as backing off, at most (then forgotten all at once). */
 const BACKOFF_CAPACITY = 10_000
-
 type Flight<A> = Deferred.Deferred<ReadonlyMap<string, Entry<A>>, SourceError>
 
 // The encoded side of a value is whatever its schema reads (`any` lets callers name only K and A).
@@ -38,7 +24,6 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
   Effect.gen(function*() {
     const store = yield* CopyStore
     const scope = yield* Effect.scope
-    // Without `keyOf`, a key is its store key (a string the holder built once).
     const keyOf = options.keyOf ?? ((key: K) => key as unknown as string)
     const groupOf = (key: K) => options.refreshGroup?.of(key) ?? keyOf(key)
     const spread = Math.random() * (options.refreshSpreadMs ?? 0)
@@ -46,8 +31,7 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
     const refreshing = new Set<string>()
     const backoff = new Map<string, { readonly until: number; readonly failures: number }>()
     const pinned = new Map<string, Entry<A>>()
-    // Counts this holder's writes: a reader that found keys not fresh at one count, in a store no other
-    // instance writes, need not read them again before fetching while the count is unchanged.
+    // Counts this holder's writes: in a store no other instance writes, an unchanged count means no re-read.
     let generation = 0
     const decode = entryDecoder(options.value)
     // One store operation per read or write of many copies (a test's store may have only get and set).
@@ -63,7 +47,6 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
         for (let i = 0; i < storeKeys.length; i++) {
           const stored = Option.getOrUndefined(Option.flatMap(found[i]!, decode))
           const local = options.pinned === true ? pinned.get(storeKeys[i]!) : undefined
-          // Another instance's newer copy is adopted.
           const newer = local !== undefined && stored !== undefined && stored.storedAt > local.storedAt
           if (newer) pinned.set(storeKeys[i]!, stored)
           out.push(local === undefined || newer ? stored : local)
@@ -100,10 +83,7 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
         return out.size === storeKeys.length ? out : undefined
       })
 
-    /**
-     * A key shared through the store (a list; `loadLeaseMs`) is loaded by one instance at a time: the
-     * others wait for its copy (until the lease ends), then load it themselves only if none came.
-     */
+    /** A shared key (`loadLeaseMs`) is loaded by one instance at a time; the others wait for its copy. */
     const leaseMs = options.loadLeaseMs ?? (options.pinned === true ? LIST_LEASE_MS : undefined)
     const waitForSharedLoad = (storeKeys: ReadonlyArray<string>) =>
       Effect.gen(function*() {
@@ -118,10 +98,7 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
         return { lease: undefined, copies: undefined }
       })
 
-    /**
-     * Fetches and stores; skipped when every key is fresh again (another instance or flight filled them).
-     * `seen`: the `generation` at which the caller found them not fresh.
-     */
+    /** Fetches and stores, unless all are fresh again; `seen`: the `generation` at which the caller found them not. */
     const fetchAndStore = (keys: ReadonlyArray<K>, storeKeys: ReadonlyArray<string>, charge: Charge, seen: number | undefined) =>
       Effect.gen(function*() {
         const held = seen === generation && !store.shared ? undefined : yield* allFresh(storeKeys)
@@ -131,8 +108,7 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
         const answered = yield* options.fetch(keys, charge).pipe(
           Effect.ensuring(shared.lease === undefined || store.release === undefined ? Effect.void : store.release(shared.lease))
         )
-        // Plain loops: the holder's callbacks (key, timing, negative) run one after another, not
-        // interleaved with ours.
+        // Plain loops: the holder's callbacks run one after another, not interleaved with ours.
         const fetchedKeys: Array<string> = []
         const values: Array<A> = []
         for (const [key, raw] of answered) {
@@ -169,7 +145,6 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
       })
 
     const backingOff = (group: string, now: number) => (backoff.get(group)?.until ?? 0) > now
-
     const noteFailure = (group: string, error: SourceError, hadCopy: boolean) =>
       Effect.flatMap(Clock.currentTimeMillis, (at) => {
         const failures = (backoff.get(group)?.failures ?? 0) + 1
@@ -182,10 +157,7 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
         return options.warnOnFailure === true ? Effect.logWarning(line, error.message) : Effect.logDebug(line, error.message)
       })
 
-    /**
-     * Starts one fetch of `keys` (stored under `storeKeys`), registered as their flight, in the holder's
-     * scope. Its group (`group`, else asked of the holder) is needed only once something backs off.
-     */
+    /** Starts one fetch of `keys` as their flight, in the holder's scope; its group is asked only on backoff. */
     const startFlight = (keys: ReadonlyArray<K>, storeKeys: ReadonlyArray<string>, charge: Charge, seen?: number, group?: string, onDone?: () => void) =>
       Effect.gen(function*() {
         const deferred = Deferred.makeUnsafe<ReadonlyMap<string, Entry<A>>, SourceError>()
@@ -199,8 +171,7 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
               ? Effect.flatMap(readAll(storeKeys), (held) => noteFailure(groupNow(), error, held.some((entry) => entry !== undefined)))
               : Effect.void
           ),
-          // Unregistered before the waiters wake: a reader arriving after this flight must start a new
-          // one, never be handed this (possibly failed) result.
+          // Unregistered before the waiters wake: a later reader starts a new flight, never gets this one.
           Effect.onExit((exit) =>
             Effect.suspend(() => {
               for (const storeKey of storeKeys) if (flights.get(storeKey) === deferred) flights.delete(storeKey)
@@ -221,7 +192,6 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
         const along = options.refreshGroup?.keys(key, now) ?? []
         const alongKeys = along.map(keyOf)
         const withKey = alongKeys.includes(storeKey)
-        // Keys being fetched already are not fetched twice.
         const wanted = (withKey ? alongKeys : [storeKey, ...alongKeys]).flatMap((k, i) => flights.has(k) ? [] : [i])
         if (wanted.length === 0) return Effect.void
         const all = withKey ? along : [key, ...along]
@@ -353,7 +323,6 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
         const flight = flights.get(storeKey)
         if (flight !== undefined) yield* Effect.exit(Deferred.await(flight))
       })
-
     const retryAfterSeconds = (key: K) =>
       Effect.map(Clock.currentTimeMillis, (now) => Math.max(1, Math.ceil(((backoff.get(groupOf(key))?.until ?? now) - now) / 1000)))
 
@@ -363,23 +332,15 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
 // A copy's lifecycle (entry.ts has its shape)
 
 type Freshness = "fresh" | "due" | "grace" | "expired"
-
 const freshnessOf = (entry: Entry<unknown>, now: number): Freshness =>
   now < entry.refreshAt ? "fresh" : now < entry.freshUntil ? "due" : now < entry.graceUntil ? "grace" : "expired"
 
 /** The copy as served now, when it is not expired. */
 const served = <A>(entry: Entry<A>, freshness: Freshness): Served<A> =>
   ({ value: entry.value, storedAt: entry.storedAt, stale: false, holdsUntil: freshness === "fresh" ? entry.refreshAt : freshness === "due" ? entry.freshUntil : 0 })
-
-/** A last good copy, served because the source failed. */
 const lastGood = <A>(entry: Entry<A>): Served<A> => ({ value: entry.value, storedAt: entry.storedAt, stale: true, holdsUntil: 0 })
 
-/**
- * Reads back stored entries holding values of `value`. Every read is validated, but once per stored
- * object: the stores hand back the same frozen object until the entry is rewritten (CopyStore.ts), so
- * the outcome is remembered by that object's identity. Objects that are not frozen (a test's store)
- * could change after the check, so they are decoded each time.
- */
+/** Reads back stored entries, validated once per frozen object (CopyStore.ts); unfrozen ones (tests) every time. */
 const entryDecoder = <A, I>(value: Schema.Codec<A, I>): (json: unknown) => Option.Option<Entry<A>> => {
   const finite = Schema.Finite
   const decode = Schema.decodeUnknownOption(Schema.Struct({ storedAt: finite, refreshAt: finite, freshUntil: finite, graceUntil: finite, value }))

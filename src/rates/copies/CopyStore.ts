@@ -1,25 +1,8 @@
 /**
- * Where held copies live (Copies.ts): string keys, JSON values, a time-to-live per entry. The interface
- * is what Redis can offer (CONTRACT C2: REDIS_URL shares the rates cache between instances); readers
- * validate what they get back (another instance or an older release may have written it).
- *
- * The two stores here hand values back deeply frozen, and a read of an entry that has not been
- * rewritten hands back the very same object as the previous read (the memory store always; the Redis
- * store while the stored text is unchanged). A reader may therefore remember its validation of a
- * frozen object by identity (entry.ts), so an entry is parsed and validated once rather than on every
- * read. Other implementations (test doubles) may return fresh, mutable copies: readers cope with both.
- *
- * Failures of the store are not the caller's problem: an implementation reports a broken store as a
- * miss on `get` and ignores it on `set`, so an outage of the cache never fails a request.
- *
- * Memory bound (the memory store): real coins' data live apart from negative answers ("no such coin",
- * "no market"), each evicted least recently *used* first, so a flood of junk can push out only junk
- * (test/rates/memory-bound.test.ts):
- *   - data: at most `maxBytes` of JSON text (COINGECKO_CACHE_MAX_MB, 16 MiB by default: about 1,600
- *     series of a year of daily points, 10 kB each) and `maxEntries` (50,000);
- *   - negative answers: at most `negativeEntries` (2,000), about 150 bytes each.
- * Held parsed and frozen, a series takes about 3.7 times its JSON size in the heap (an array per
- * point): 16 MiB of JSON is about 60 MB of heap.
+ * Where held copies live (Copies.ts): string keys, JSON values, a TTL each; what Redis offers (CONTRACT C2). Values
+ * come back deeply frozen, the same object until rewritten (Copies.ts `entryDecoder` validates each once). A broken
+ * store is a miss, never a failed request. The memory store keeps negative answers apart, so junk evicts only junk
+ * (test/rates/memory-bound.test.ts); a series takes about 3.7 times its JSON size in the heap.
  */
 import { Clock, Context, Duration, Effect, Layer, Option, type Schema } from "effect"
 import { recordCacheLookup } from "../../observability/metrics.ts"
@@ -32,7 +15,6 @@ interface SetOptions {
   readonly negative?: boolean
 }
 
-/** One entry of a batch written at once (`setMany`). */
 export interface CopyWrite {
   readonly key: string
   readonly value: Schema.Json
@@ -45,17 +27,11 @@ export interface CopyStoreShape {
   readonly set: (key: string, value: Schema.Json, timeToLive: Duration.Duration, options?: SetOptions) => Effect.Effect<void>
   /** True when other instances read what is written here (Redis): worth writing what only they need. */
   readonly shared: boolean
-  /**
-   * Shared stores: takes `key` for `timeToLive` unless another instance holds it (one instance loads a
-   * list, the others wait for its copy); true when taken. Without it (or when the store fails): taken.
-   */
+  /** Shared stores: takes `key` for `timeToLive` unless another instance holds it; true when taken or failing. */
   readonly claim?: ((key: string, timeToLive: Duration.Duration) => Effect.Effect<boolean>) | undefined
   /** Gives `key` back before its time (the load it guarded ended). */
   readonly release?: ((key: string) => Effect.Effect<void>) | undefined
-  /**
-   * Several keys in one operation (Redis: one MGET), in their order: a reader of many copies enters the
-   * store once. Without it (test doubles), readers `get` each.
-   */
+  /** Several keys in one operation (Redis: one MGET), in their order; without it, readers `get` each. */
   readonly getMany?: ((keys: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Option.Option<Schema.Json>>>) | undefined
   /** Several `set`s in one operation; without it, writers `set` each. */
   readonly setMany?: ((writes: ReadonlyArray<CopyWrite>) => Effect.Effect<void>) | undefined
@@ -64,42 +40,31 @@ export interface CopyStoreShape {
 export interface MemoryStoreOptions {
   /** Most JSON bytes of data entries (default 16 MiB; the service passes COINGECKO_CACHE_MAX_MB). */
   readonly maxBytes?: number
-  /** Most data entries (default 50,000). */
   readonly maxEntries?: number
-  /** Most negative entries (default 2,000). */
   readonly negativeEntries?: number
 }
-
 interface MemoryStoreSize {
   readonly data: { readonly entries: number; readonly bytes: number }
   readonly negative: { readonly entries: number; readonly bytes: number }
 }
-
-/** The memory store, with its size (metrics, tests). */
 export interface MemoryStore extends CopyStoreShape {
   readonly size: () => MemoryStoreSize
 }
 
 export class CopyStore extends Context.Service<CopyStore, CopyStoreShape>()("app/rates/CopyStore") {
-  /** Process-local store, bounded (see above) so a flood of distinct keys cannot exhaust memory. */
   static readonly makeMemory = (options: MemoryStoreOptions = {}): MemoryStore => {
     const store = makeMemoryStore(options)
     return { ...metered(store), size: store.size }
   }
-
   static readonly layerMemory = (options?: MemoryStoreOptions) => Layer.sync(CopyStore, () => CopyStore.makeMemory(options))
 
-  /**
-   * Shared between instances through Redis (REDIS_URL). Keys get `prefix`; entries expire in Redis
-   * (`SET … PX`). A slow or absent Redis costs at most `timeoutMs` per operation, then counts as a miss.
-   */
+  /** Shared through Redis (REDIS_URL), keys under `prefix`; a slow or absent Redis costs at most `timeoutMs` a call. */
   static readonly layerRedis = (options?: { readonly prefix?: string; readonly timeoutMs?: number }) =>
     Layer.effect(CopyStore, Effect.map(Effect.service(Redis.Redis), (redis) => metered(makeRedisStore(redis, options?.prefix ?? "", options?.timeoutMs ?? 250))))
 }
 
 /** Kind of entry for metrics, a closed set: `rates:v2:chart:bitcoin:usd` → `chart`. */
 const kindOf = (key: string) => key.split(":")[2] ?? "other"
-
 /** Kinds of the keys seen lately: the same few keys are read on every request. Bounded, as keys come from callers. */
 const kinds = new Map<string, string>()
 const KINDS_CAPACITY = 4_096
@@ -113,7 +78,6 @@ const kindFor = (key: string) => {
   return kind
 }
 
-/** Counts hits and misses per kind of entry for /metrics. */
 const metered = (
   store: CopyStoreShape & { readonly getMany: NonNullable<CopyStoreShape["getMany"]>; readonly setMany: NonNullable<CopyStoreShape["setMany"]> }
 ): CopyStoreShape => ({
@@ -134,7 +98,6 @@ const metered = (
   release: store.release
 })
 
-/** A private, frozen copy of what `JSON.stringify` made of a value; `text` is that serialisation. */
 const frozenCopy = (text: string): Schema.Json => deepFreeze(JSON.parse(text) as Schema.Json)
 
 /** One value of the memory tier, until `expiresAt` (epoch ms), counted as `bytes` in its bound. */
@@ -144,10 +107,7 @@ export interface Expiring<V> {
   readonly bytes: number
 }
 
-/**
- * The memory tier of every holder of copies: bounded in entries and bytes (platform/boundedLru.ts),
- * the least recently used out first; an expired entry reads as absent and is dropped. Synchronous.
- */
+/** The memory tier of every holder: a bounded LRU (platform/boundedLru.ts); an expired entry reads as absent. */
 export const makeExpiringLru = <V>(maxEntries: number, maxBytes: number) => {
   const lru = makeBoundedLru<Expiring<V>>({ maxEntries, maxBytes, bytesOf: (_, entry) => entry.bytes })
   return {
@@ -164,8 +124,7 @@ export const makeExpiringLru = <V>(maxEntries: number, maxBytes: number) => {
 }
 
 const makeMemoryStore = (options: MemoryStoreOptions) => {
-  // Values as a reader of Redis would get them: serialised on `set` (so a value that is not plain JSON
-  // fails here and not in production), parsed back once and frozen; every read returns that object.
+  // As read from Redis: serialised on `set` (non-JSON fails here, not in production), parsed once, frozen.
   const data = makeExpiringLru<Schema.Json>(options.maxEntries ?? 50_000, options.maxBytes ?? 16 * 1024 * 1024)
   const negative = makeExpiringLru<Schema.Json>(options.negativeEntries ?? 2_000, Number.POSITIVE_INFINITY)
   const lookup = (key: string, now: number): Option.Option<Schema.Json> => {
@@ -197,10 +156,8 @@ const makeMemoryStore = (options: MemoryStoreOptions) => {
 
 /** Entries whose last read text is remembered by the Redis store, with the value parsed from it. */
 const REDIS_PARSED_CAPACITY = 1_000
-
 const makeRedisStore = (redis: Redis.Redis["Service"], prefix: string, timeoutMs: number) => {
-  // Key → the text last read (or written) and its frozen parse: an unchanged entry is not parsed again
-  // and comes back as the same object. The text is compared in full, so a rewrite is always seen.
+  // Key → the text last read or written and its frozen parse: unchanged text comes back as the same object.
   const parsed = new Map<string, { readonly text: string; readonly value: Schema.Json }>()
   const remember = (key: string, text: string, value: Schema.Json) => {
     parsed.delete(key)

@@ -1,16 +1,8 @@
 /**
- * What a holder of copies is (Copies.ts makes them): its options, what it is asked, and one held copy, as
- * every holder of the rates capability keeps it: the value, when it was
- * fetched, and until when it serves, in one JSON shape shared with other instances and releases through
- * Redis: `{ storedAt, refreshAt, freshUntil, graceUntil, value }`. Change it only together with a new
- * key prefix (`rates:v2:`).
- *
- * Its lifecycle (Copies.ts), read at `now`: a copy is
- *   - fresh before `refreshAt`: an answer made of it may be repeated until then;
- *   - due before `freshUntil`: fresh, and a read starts one background refresh (what callers keep
- *     asking for is refreshed ahead of expiry and never goes cold);
- *   - in grace before `graceUntil`: served as is while one background refresh runs;
- *   - expired after: a fetch the reader waits for, and if it fails, this copy again, marked stale.
+ * A holder of copies (Copies.ts makes them) and one held copy, JSON shared with other instances and releases (change
+ * it only with a new key prefix, `rates:v2:`). A copy is fresh before `refreshAt`; due before `freshUntil` (a read
+ * starts a background refresh); in grace before `graceUntil` (served while it runs); then expired (the reader waits
+ * for a fetch, and if it fails, gets this copy marked stale).
  */
 import { Duration, type Effect, type Schema } from "effect"
 import type { Charge, SourceError, SourceName } from "../upstream.ts"
@@ -32,11 +24,9 @@ export interface Timing {
   /** How long after expiry it is still served while a refresh runs. */
   readonly grace: Duration.Duration
 }
-
 /** Fresh for `ttl`, never served past it (negative answers, short-lived values). */
 export const freshFor = (ttl: Duration.Duration): Timing => ({ ttl, refreshAhead: Duration.zero, grace: Duration.zero })
 
-/** A value as served, and where it came from. */
 export interface Served<A> {
   readonly value: A
   readonly storedAt: number
@@ -46,18 +36,13 @@ export interface Served<A> {
   readonly holdsUntil: number
 }
 
-// ---------------------------------------------------------------------------------------------------
 // A holder of copies
-
 export interface CopiesOptions<K, A, I = unknown> {
   /** For logs: "coin index". */
   readonly name: string
   /** Whose failure a reader's timeout is. */
   readonly source: SourceName
-  /**
-   * The store key, `rates:v2:<kind>:…` (the kind names the metric). Absent: the key, a string, is the
-   * store key itself (built once by the holder; no call per read).
-   */
+  /** The store key, `rates:v2:<kind>:…` (the kind names the metric); absent: the key, a string, is the store key. */
   readonly keyOf?: ((key: K) => string) | undefined
   /** What a value is: a copy read back from the store is validated with it (another instance or release may have written it). */
   readonly value: Schema.Codec<A, I>
@@ -65,20 +50,13 @@ export interface CopiesOptions<K, A, I = unknown> {
   readonly timing: (value: A, storedAt: number, key: K) => Timing
   /** A negative answer: kept in the store's own tier, fresh for its time, never a last good copy. */
   readonly isNegative?: ((value: A) => boolean) | undefined
-  /**
-   * Makes fresh copies of `keys`, paid by `charge`; it may return more keys than asked (stored too),
-   * and must return each key asked (a negative value when the source has none).
-   */
+  /** Fresh copies of `keys`, paid by `charge`: each key asked (negative when the source has none), maybe more. */
   readonly fetch: (keys: ReadonlyArray<K>, charge: Charge) => Effect.Effect<ReadonlyArray<readonly [K, A]>, SourceError>
   /** How long a copy stays to be served, stale, when the source fails; 0: never served stale. */
   readonly lastGoodMs: number
   /** First wait after a failed background fetch; doubles up to an hour. */
   readonly retryMs: number
-  /**
-   * The longest wait between background fetches while no copy is held (a list whose absence refuses
-   * requests), so that it loads soon after its source answers again; an hour when absent. A wait the
-   * source asked for (Retry-After, the month's pace) is taken at its word all the same.
-   */
+  /** The longest background retry wait while no copy is held (an hour when absent); Retry-After still holds. */
   readonly retryMaxMsWhileNoneHeld?: number | undefined
   /** Keys refreshed together: the group a key's refresh is known by, and what it fetches. */
   readonly refreshGroup?: {
@@ -89,28 +67,20 @@ export interface CopiesOptions<K, A, I = unknown> {
   readonly batched?: boolean | undefined
   /** Held in this process whatever the memory store evicts (a list, one entry); shared through Redis too. */
   readonly pinned?: boolean | undefined
-  /**
-   * Instances sharing the store load a key one at a time, through a lease in the store held this long at
-   * most: the others wait for its copy (pinned lists: a minute, their default; a quick call: seconds).
-   */
+  /** Instances sharing the store load a key one at a time, under a lease this long at most (pinned: a minute). */
   readonly loadLeaseMs?: number | undefined
   /** Instances sharing a copy refresh up to this far apart, so one fetches and the others adopt its copy. */
   readonly refreshSpreadMs?: number | undefined
   /** A failed background fetch is a warning (the lists), else a debug line. */
   readonly warnOnFailure?: boolean | undefined
-  /**
-   * Whether a fetched value may replace the copy held (undefined: none held); a string says why not. A
-   * refused value fails its fetch, `invalid-response`: nothing of it is stored, the held copy serves on.
-   */
+  /** Whether a fetched value may replace the held one (undefined: none); a string (why not) fails the fetch. */
   readonly accept?: ((fresh: A, held: A | undefined) => true | string) | undefined
 }
 
 /** What `getAll` gathered: the copies served, and the failures behind those missing or stale. */
 interface Gathered<K, A> {
   readonly served: ReadonlyMap<K, Served<A>>
-  /** Per key that could not be fetched. */
   readonly failures: ReadonlyMap<K, SourceError>
-  /** The first of them, if any. */
   readonly failure: SourceError | undefined
 }
 
@@ -119,10 +89,7 @@ export interface Copies<K, A> {
   readonly get: (key: K, charge: Charge, deadline: number) => Effect.Effect<Served<A>, SourceError>
   /** Several keys at once, the cold ones in one fetch. Never fails: see `failure`. */
   readonly getAll: (keys: ReadonlyArray<K>, charge: Charge, deadline: number) => Effect.Effect<Gathered<K, A>>
-  /**
-   * Loads `key` in the background unless a fresh copy is held or a load runs (lists at start-up), paid
-   * by nobody's request; ends when that load does (fork it not to wait).
-   */
+  /** Loads `key` in the background unless fresh or loading (lists at start-up); ends when that load does. */
   readonly warm: (key: K) => Effect.Effect<void>
   /** Seconds until a background fetch of `key` may be tried again (a Retry-After while nothing is held). */
   readonly retryAfterSeconds: (key: K) => Effect.Effect<number>

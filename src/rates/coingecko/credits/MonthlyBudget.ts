@@ -1,25 +1,8 @@
 /**
- * CoinGecko's monthly credits, spent at the month's even pace (monthlyCredits.ts has the rule and its
- * arithmetic). The ledger lives in a DurableCell (a file under DATA_DIR, Redis or PostgreSQL): a restart
- * or a second instance adds no credit. It is kept on the store's clock, so an instance whose own clock
- * runs ahead moves it no further than the others; a stored value out of its bounds is repaired (logged).
- *
- * Each call takes a credit of its kind first (`makeBudget` below, asked by CoinGeckoClient.ts): "lists"
- * for the start-up and daily lists, "cold" when a request waits for it, "refresh" when nobody does. No credit:
- * the call is not made, and the caller gets `rate-limited` with the seconds until one comes back (the
- * request: a held copy, the second source, or 503). A credit is held while its call is in flight, so that
- * calls made together never spend more than there is, and given back when CoinGecko did not bill the call
- * (it answered otherwise than 200: CONTRACT C4 "Over a month", amended). Calls paid together (the rank
- * pages of the coin index) take their credits at once, all or none.
- *
- * A ledger an older build kept counted every attempt, refusals too: on its first read it is recovered
- * within the month's allowance (monthlyCredits.ts `recoverAttempts`), once, logged.
- *
- * Fail closed on credits, open on answers: when the store fails, this process spends from a ledger of
- * its own that starts empty (never a fresh reserve: not on a restart, not for a replaced worker) and
- * fills at its share of the pace, the month's pace divided by the workers it knows of (WEB_CONCURRENCY);
- * what it spent meanwhile is added to the shared ledger when the store answers again. Held copies and the
- * second source serve meanwhile.
+ * CoinGecko's monthly credits at the month's even pace (monthlyCredits.ts), in a DurableCell on the store's clock:
+ * restarts and instances add no credit. A call's credit is held in flight, given back when not billed (not 200:
+ * CONTRACT C4 "Over a month", amended). Fail closed: while the store fails, a process spends from its own ledger,
+ * empty at first, at its share of the pace (WEB_CONCURRENCY), settled into the shared one afterwards.
  */
 import { Clock, Context, Duration, Effect, Layer } from "effect"
 import type { RateLimiter } from "effect/persistence"
@@ -59,12 +42,8 @@ export interface HeldCredits {
 
 export class MonthlyBudget extends Context.Service<MonthlyBudget, {
   readonly plan: CreditPlan
-  /**
-   * Takes `count` credits (1 by default; at most the part's capacity) for calls of `kind`, all or none,
-   * or fails `rate-limited` with the wait until they are there. They count as spent until given back.
-   */
+  /** Takes `count` credits (default 1) for calls of `kind`, all or none, or fails `rate-limited` with the wait. */
   readonly spend: (kind: CreditKind, count?: number) => Effect.Effect<HeldCredits, SourceError>
-  /** The ledger now (read, not changed). */
   readonly snapshot: Effect.Effect<CreditSnapshot>
 }>()("app/rates/MonthlyBudget") {
   /** The plan's credits (COINGECKO_CALLS_PER_MONTH) in the DurableCell given. */
@@ -84,7 +63,6 @@ export class MonthlyBudget extends Context.Service<MonthlyBudget, {
 /** The cell's name: one ledger per upstream key (REDIS_KEY_PREFIX and the store keep deployments apart). */
 export const LEDGER = "coingecko-credits"
 const MAX_RACES = 16
-
 const sumOf = (owed: Owed) => owed.lists + owed.cold + owed.refresh
 
 export const makeMonthlyBudget = (plan: CreditPlan, cell: DurableCellShape, options: { readonly workers: number } = { workers: 1 }) =>
@@ -97,14 +75,9 @@ export const makeMonthlyBudget = (plan: CreditPlan, cell: DurableCellShape, opti
     let storeDown = false
     // One log line per hold: when the pace first refuses a refresh, then not until one is granted again.
     let refreshHeld = false
-
     const publish = (state: CreditState) => recordCredits("coingecko", state.spent, Math.max(0, plan.perMonth - state.spent))
 
-    /**
-     * Read, then one step of the ledger's arithmetic (monthlyCredits.ts `ledgerStep`: repair, recover,
-     * settle what is owed, `change`), compare-and-set; again when another instance wrote in between.
-     * Undefined when contention outlasted the races allowed.
-     */
+    /** One `ledgerStep` (monthlyCredits.ts) per compare-and-set, again if another wrote; undefined past MAX_RACES. */
     const updateShared = (change: LedgerChange) =>
       Effect.gen(function*() {
         for (let race = 0; race < MAX_RACES; race++) {
@@ -222,28 +195,12 @@ export const makeMonthlyBudget = (plan: CreditPlan, cell: DurableCellShape, opti
   })
 
 /**
- * What a CoinGecko call costs, asked by the client before each attempt (CONTRACT C4, "Under abuse and
- * faults" and "Over a month"), from the `Charge` its caller decided:
- *   - the whole budget of the minute (`COINGECKO_CALLS_PER_MIN`): every call;
- *   - the cold pool (the minute's budget but `COINGECKO_REFRESH_RESERVE_PCT` of it): calls a request
- *     waits for, so that refreshes of what many callers ask for and the lists always find a token;
- *   - the caller's share (`COINGECKO_CALLER_SHARE_PCT`): the first attempt of each call a request waits
- *     for, charged to its caller; its excess is that caller's own 503, taken before any shared token is
- *     spent. Retries are the source's doing: they spend the shared buckets only;
- *   - then the month's credits (`MonthlyBudget` above): a "cold" credit for a request, a "refresh"
- *     credit for background work, "lists" credits for the lists, held by the attempt until CoinGecko
- *     answers, given back when it did not bill it (the client decides: only an answer 200 is billed).
- * Every attempt counts against the minute's buckets, refused or not (CoinGecko counts it too).
- * The buckets live in the `RateLimiter`'s store: memory, or Redis shared by every instance. When that
- * store fails, the buckets hold in this process instead, each limit divided by the workers it knows of
- * (WEB_CONCURRENCY): never calls without a budget.
+ * What a CoinGecko attempt costs (CONTRACT C4): a token of the minute's budget, refused or not; for a request also
+ * of the cold pool and, first, of its caller's share (COINGECKO_CALLER_SHARE_PCT); then the month's credit.
  */
 const fail = failWithFor("coingecko")
 
-/**
- * Callers are hashed into 65,536 buckets: the memory store keeps one small state per key for good, so
- * the number of keys is bounded whatever the number of addresses; and no address is written to Redis.
- */
+/** Callers hashed into 65,536 buckets: the memory store's keys stay bounded, and no address goes to Redis. */
 const callerBucket = (caller: string): number => {
   let hash = 0x811c9dc5
   for (let i = 0; i < caller.length; i++) hash = Math.imul(hash ^ caller.charCodeAt(i), 0x01000193) >>> 0
@@ -251,10 +208,7 @@ const callerBucket = (caller: string): number => {
 }
 
 export interface Budget {
-  /**
-   * What one attempt of a data call costs: its minute's tokens, then a month's credit held for it; fails
-   * `rate-limited` (with Retry-After) when a bucket or the month's part is empty.
-   */
+  /** One attempt of a data call: its minute's tokens, then a month's credit held for it; else `rate-limited`. */
   readonly spend: (charge: Charge, firstAttempt: boolean) => Effect.Effect<HeldCredits, SourceError>
   /** One call for the lists: a token of the minute's whole budget (their credits: `listCredits`). */
   readonly listCall: Effect.Effect<void, SourceError>
@@ -262,10 +216,7 @@ export interface Budget {
   readonly listCredits: (calls: number) => Effect.Effect<HeldCredits, SourceError>
 }
 
-/**
- * `limiter` keeps the buckets (memory, or Redis for several instances); `ownLimiter`, always in memory,
- * keeps this process's share of them while `limiter`'s store fails.
- */
+/** `limiter` keeps the buckets (memory or Redis); `ownLimiter`, in memory, this process's share while it fails. */
 export const makeBudget = (
   config: CoinGeckoConfigShape,
   limiter: RateLimiter.RateLimiter,

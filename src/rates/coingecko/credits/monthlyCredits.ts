@@ -1,30 +1,12 @@
 /**
- * The arithmetic of CoinGecko's monthly credits (CONTRACT C4 "Over a month"), pure: no clock, no I/O.
- *
- * One credit per answer 200 (CoinGecko bills "each successful request (HTTP 200)"): a call takes its credit
- * before it is sent, so that calls in flight together cannot spend more than there is, and gives it back
- * when CoinGecko answered otherwise (MonthlyBudget.ts). The month's credits come back continuously, at the pace that spends the plan in
- * the longest month (31 days) with its reserve included, so that no calendar month, whatever day the
- * service was deployed, spends more than the plan:
- *
- *   pace = (perMonth − reserve) / 44,640 minutes,   reserve = 2 % of perMonth
- *   Demo  10,000: reserve 200, pace 9,800 / 44,640 = 0.2195 a minute (one call every 4.6 minutes)
- *   Basic 100,000: reserve 2,000, pace 2.195 a minute (one call every 27 seconds)
- *   any 31 days spend at most reserve + pace × 44,640 = perMonth.
- *
- * The reserve absorbs bursts, in parts with their own share of the pace, so that no kind of call starves
- * another:
- *   - lists: the start-up and daily lists (the currency list, the coin list and its ranks), one load's
- *     calls of the reserve and one load a day of the pace: no burst can spend what the index needs;
- *   - cold: calls a request waits for, 3/4 of the rest of the reserve and 1/4 of the rest of the pace;
- *   - refresh: calls nobody waits for (the popular prices refreshed behind, the daily points), the rest.
- * What a full part would gain spills into the next (lists → refresh ⇄ cold), so an idle kind lends its
- * pace, never its reserve, and nothing spills into the lists' part.
+ * The arithmetic of CoinGecko's monthly credits (CONTRACT C4 "Over a month"), pure. Credits come back at the pace
+ * that spends the plan in 31 days with its reserve, so no calendar month spends more than the plan:
+ *   pace = (perMonth − reserve) / 44,640 minutes, reserve = 2 % of perMonth (Demo: one call every 4.6 minutes).
+ * Parts (lists, cold, refresh) keep kinds from starving each other; a full part spills into the next.
  */
 import { DAY_MS } from "../../dailySeries.ts"
 
 export type CreditKind = "lists" | "cold" | "refresh"
-
 /** The plan's share kept as a reserve for bursts, and the cold part of the reserve and of the pace (lists apart). */
 const RESERVE_SHARE = 0.02
 const COLD_RESERVE_SHARE = 0.75
@@ -58,12 +40,8 @@ export const planFor = (perMonth: number, listsPerLoad = 6): CreditPlan => {
   }
 }
 
-/**
- * What a ledger's `spent` counts: CoinGecko's answers 200 ("answers"), or, in a ledger an older build
- * kept, every attempt, refused ones too ("attempts"; recoverAttempts reads it).
- */
+/** What `spent` counts: answers 200, or every attempt in a ledger an older build kept (recoverAttempts). */
 type Billed = "answers" | "attempts"
-
 /** What is stored (as JSON), shared by every instance. */
 export interface CreditState {
   readonly lists: number
@@ -78,7 +56,6 @@ export interface CreditState {
 }
 
 export const monthOf = (epochMs: number): string => new Date(epochMs).toISOString().slice(0, 7)
-
 /** A new ledger starts with its reserve full (at most 2 % of the month: a new deployment's burst). */
 export const initialState = (plan: CreditPlan, now: number): CreditState => ({
   ...plan.capacity,
@@ -90,7 +67,6 @@ export const initialState = (plan: CreditPlan, now: number): CreditState => ({
 
 /** A ledger with nothing to spend at `now`: what a process without its store, or a repaired ledger, starts from. */
 export const emptyState = (now: number, spent = 0): CreditState => ({ lists: 0, cold: 0, refresh: 0, at: now, month: monthOf(now), spent, billed: "answers" })
-
 type Levels = Readonly<Record<CreditKind, number>>
 
 /** Levels within their parts' capacities, what a full part would hold spilling over (lists → refresh ⇄ cold). */
@@ -132,10 +108,7 @@ export interface Taken {
   readonly waitMs: number
 }
 
-/**
- * Takes `count` credits of `kind` at `now` (calls paid together: all of them or none), if its part holds
- * them; `count` is at most the part's capacity. They count as spent until given back.
- */
+/** Takes `count` credits of `kind` at `now`, all or none, if its part holds them; spent until given back. */
 export const take = (previous: CreditState | undefined, plan: CreditPlan, kind: CreditKind, now: number, count = 1): Taken => {
   const state = previous === undefined ? initialState(plan, now) : settle(previous, plan, now)
   const level = state[kind]
@@ -143,26 +116,14 @@ export const take = (previous: CreditState | undefined, plan: CreditPlan, kind: 
   return { state, granted: false, waitMs: Math.ceil((count - level) / plan.rate[kind]) }
 }
 
-/**
- * `count` credits of `kind` taken in `month` given back at `now`, their calls not billed (CoinGecko
- * answered otherwise than 200): to their part, what a full part would hold spilling over as the pace
- * does, and off the month's count while it is still that month.
- */
+/** Credits of calls not billed, back to their part (spilling over as the pace does) and off `spent` in `month`. */
 export const giveBack = (previous: CreditState | undefined, plan: CreditPlan, kind: CreditKind, count: number, month: string, now: number): CreditState => {
   const state = previous === undefined ? initialState(plan, now) : settle(previous, plan, now)
   const levels = spill({ lists: state.lists, cold: state.cold, refresh: state.refresh, [kind]: state[kind] + count }, plan)
   return { ...state, ...levels, spent: state.month === month ? Math.max(0, state.spent - count) : state.spent }
 }
 
-/**
- * A ledger kept by a build that charged every attempt (billed "attempts"): refusals took credits as if
- * CoinGecko had billed them, and nothing in the ledger tells them apart from answers 200, so a long
- * refusal (a missing User-Agent: months of 403s) leaves its parts drained. What it does tell is the
- * month: its reserve and the pace since the month began, less what `spent` counted this month (every
- * attempt: at least what CoinGecko billed) and what the parts hold, is what the month can still spend
- * without passing its plan. That much at most is given back to the parts (lists, cold, refresh, in that
- * order, each up to its capacity), once: the ledger then counts answers 200.
- */
+/** An older build's ledger (it charged every attempt): what the month can still spend goes back to the parts, once. */
 export const recoverAttempts = (state: CreditState, plan: CreditPlan, now: number): { readonly state: CreditState; readonly given: number } => {
   if (state.billed === "answers") return { state, given: 0 }
   const settled = settle(state, plan, now)
@@ -182,7 +143,6 @@ export const recoverAttempts = (state: CreditState, plan: CreditPlan, now: numbe
 }
 
 const isFiniteNumber = (value: unknown): value is number => typeof value === "number" && Number.isFinite(value)
-
 /** Reads a stored state back as it was written; anything else (another release's, a corrupted value) is no state. */
 export const parseState = (text: string | undefined): CreditState | undefined => {
   if (text === undefined) return undefined
@@ -204,16 +164,7 @@ export const parseState = (text: string | undefined): CreditState | undefined =>
   return undefined
 }
 
-/**
- * A stored state brought within its bounds at `now` (the store's clock), and what was out of them:
- *   - a level below zero is zero, above its part's capacity is the capacity (a value tampered with, or
- *     of another plan, neither refuses for ever nor grants more than a reserve);
- *   - a time ahead of now is now (an instance whose clock ran ahead wrote it): credits come back from
- *     now, and a wait said is the true wait;
- *   - a month that is not the one of its own time, or a time before last month began, is no ledger one
- *     can trust: empty now (fail closed; credits come back at the pace);
- *   - a spent count below zero is zero.
- */
+/** A stored state brought within its bounds at `now` (the store's clock), and what was out of them. */
 export const repairState = (state: CreditState, plan: CreditPlan, now: number): { readonly state: CreditState; readonly repaired: ReadonlyArray<string> } => {
   const repaired: Array<string> = []
   const lastMonthBegan = Date.UTC(new Date(now).getUTCFullYear(), new Date(now).getUTCMonth() - 1, 1)
@@ -250,12 +201,10 @@ export const shareOf = (plan: CreditPlan, workers: number): CreditPlan => {
 /** What a process spent without the shared ledger (given back without it: below zero), per kind. */
 export type Owed = Levels
 export const NOTHING_OWED: Owed = { lists: 0, cold: 0, refresh: 0 }
-
 /** What one write of the shared ledger does: take credits for calls, or give back those of calls not billed. */
 export type LedgerChange =
   | { readonly _tag: "Take"; readonly kind: CreditKind; readonly count: number }
   | { readonly _tag: "GiveBack"; readonly kind: CreditKind; readonly count: number; readonly month: string }
-
 /** One attempt at the shared ledger: what to write, its outcome, and what its read found (to log). */
 export interface LedgerStep {
   /** The ledger to compare-and-set in place of the one read. */
@@ -271,11 +220,7 @@ export interface LedgerStep {
   readonly settledOwed: boolean
 }
 
-/**
- * The ledger `text` read at `now` (the store's clock), repaired when out of its bounds, recovered when an
- * older build kept it, with what this process owes it settled, then changed: one pure step per
- * compare-and-set attempt (MonthlyBudget.ts writes it, and tries again when another instance wrote first).
- */
+/** One compare-and-set attempt (MonthlyBudget.ts): `text` at `now` repaired, recovered, owed settled, changed. */
 export const ledgerStep = (text: string | undefined, plan: CreditPlan, now: number, owed: Owed, change: LedgerChange): LedgerStep => {
   const stored = parseState(text)
   // A value that is not a ledger (corrupted, another release's) starts empty, not full.
