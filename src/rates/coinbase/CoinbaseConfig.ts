@@ -1,11 +1,6 @@
 /**
- * Settings of the second rates source, Coinbase Exchange's public market data (CONTRACT C2 and C4,
- * "Second source"): where it is and whether it is used, read from the current `ConfigProvider`; every
- * bad variable is reported by name at start-up (src/checkConfiguration.ts).
- *
- * Only the three variables of the contract are read. The rest are Coinbase's documented public limits
- * (10 requests/s per address, 300 candles a call) and our guards around them: fixed here, overridable
- * by a test through `CoinbaseConfig.layerWith`.
+ * Settings of Coinbase's public market data (CONTRACT C2 and C4, "Second source"): only the contract's three variables
+ * are read (checked at start-up: src/checkConfiguration.ts); the rest are Coinbase's limits and our guards, fixed here.
  */
 import { Config, Context, Effect, Layer, Result } from "effect"
 import type { ConfigInvalid } from "../../config/ConfigInvalid.ts"
@@ -14,13 +9,11 @@ import { httpUrl, oneOf, parsed, readAll } from "../../config/read.ts"
 const COINBASE_EXCHANGE_BASE_URL = "https://api.exchange.coinbase.com"
 const COINBASE_EXCHANGE_FEED_URL = "wss://ws-feed.exchange.coinbase.com"
 
-/** `none`, or an absolute ws(s) URL. */
 const feedUrl = parsed("COINBASE_WS_URL", "an absolute ws(s) URL or none", (raw) => {
   if (raw === "none") return Result.succeed(undefined)
   const url = URL.canParse(raw) ? new URL(raw) : undefined
   return url !== undefined && (url.protocol === "ws:" || url.protocol === "wss:") ? Result.succeed(url.href) : Result.fail(undefined)
 })
-
 const RatesFallbacks = ["coinbase", "none"] as const
 type RatesFallback = (typeof RatesFallbacks)[number]
 
@@ -37,7 +30,6 @@ export interface CoinbaseConfigShape {
   readonly pairBehindMs: number
   /** A connection that says nothing this long is dead (heartbeats come every second per pair). */
   readonly feedSilenceMs: number
-  /** A feed connection not open by then has failed. */
   readonly feedOpenTimeoutMs: number
   /** First wait before reconnecting; doubles with each end in a row, up to `feedMaxRetryMs` (jittered). */
   readonly feedFirstRetryMs: number
@@ -62,7 +54,6 @@ export interface CoinbaseConfigShape {
   readonly retries: number
   /** First backoff delay; doubles per retry, jittered. */
   readonly retryBaseDelayMs: number
-  /** Calls in flight at once. */
   readonly maxConcurrency: number
   /** Calls a second: Coinbase allows 10 per address (bursts to 15); our bucket never bursts past this. */
   readonly callsPerSecond: number
@@ -78,7 +69,6 @@ export interface CoinbaseConfigShape {
   readonly productsRetryMs: number
 }
 
-/** The guards, fixed (see the header). */
 const coinbaseDefaults: Omit<CoinbaseConfigShape, "baseUrl" | "fallback" | "feedUrl"> = {
   pairSilenceMs: 30_000,
   pairBehindMs: 30_000,

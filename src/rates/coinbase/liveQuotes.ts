@@ -1,15 +1,7 @@
 /**
- * `LiveQuotes` served by Coinbase Exchange (CONTRACT C4, "Live quotes"): the latest price and 24 h
- * change of the curated coins (symbols.ts: a ticker outside the map could name another asset on
- * Coinbase) in the currencies Coinbase lists them in, at no CoinGecko credit.
- *   - From the feed (feed/): the curated majors in USD and EUR are followed from start-up, any other
- *     curated pair once asked (up to `feedMaxPairs`); a live pair's quote is its last tick, observed
- *     when its last trade or heartbeat says.
- *   - While the feed is down for a pair (no tick or heartbeat for 30 s, or the connection lost): its REST
- *     ticker and 24 h stats, held as copies (copies/) for `restQuoteMs` (30 s) and refreshed ahead while
- *     asked, inside the client's shared 10-a-second bucket; with Redis, one instance's call serves all.
- *   - Neither: the coin is left to `LatestPrices` (CoinGecko), never served stale from here.
- * An answer made of live quotes is repeated for a second at most: a new tick changes it no more often.
+ * `LiveQuotes` from Coinbase (CONTRACT C4, "Live quotes"), curated coins only (symbols.ts), at no CoinGecko credit:
+ * a pair's last feed tick (feed/); while the feed is down for it, its REST ticker and stats held as copies for
+ * `restQuoteMs`; else the coin is left to `LatestPrices` (CoinGecko), never served stale from here.
  */
 import { Clock, Duration, Effect, Layer, Schedule, Schema } from "effect"
 import type { Socket } from "effect/socket"
@@ -27,12 +19,10 @@ import { makeQuoteBoard } from "./feed/quoteBoard.ts"
 import { runLiveFeed } from "./feed/relay.ts"
 import { CoinbaseProducts, majorsOf } from "./products.ts"
 
-/** How long an answer made of live quotes may be repeated: a tick changes an answer at most once a second. */
+/** How long an answer made of live quotes may be repeated: a tick changes it at most once a second. */
 const LIVE_HOLD_MS = 1_000
-
 const RestQuoteSchema = Schema.Struct({ price: Schema.Finite, open: Schema.Finite })
 type RestQuote = typeof RestQuoteSchema.Type
-
 const makeLiveQuotes = (feedUrl: string) =>
   Effect.gen(function*() {
     const config = yield* CoinbaseConfig
@@ -56,8 +46,6 @@ const makeLiveQuotes = (feedUrl: string) =>
       listOfRefusals = list
       feed.forgetRefusals()
     }
-
-    // The majors from start-up, as soon as the product list is held (it loads in the background).
     yield* Effect.forkScoped(Effect.flatMap(Clock.currentTimeMillis, (now) => products.list(now + config.productsRetryMs)).pipe(
       Effect.retry(Schedule.spaced(Duration.millis(config.productsRetryMs))),
       Effect.flatMap((list) => {
@@ -65,12 +53,10 @@ const makeLiveQuotes = (feedUrl: string) =>
         return feed.follow(majorsOf(list))
       })
     ))
-    // The feed's state in the metrics, every few seconds.
     yield* Effect.forkScoped(Effect.flatMap(Clock.currentTimeMillis, (now) => {
       const { followed, live, oldestAgeMs } = board.summary(now)
       return Effect.sync(() => recordLivePairs(live, followed, oldestAgeMs / 1000))
     }).pipe(Effect.repeat(Schedule.spaced(Duration.seconds(5)))))
-
     // Coinbase is keyless and costs no credit: its calls are charged to no one's budget.
     const nobody = Charge.request(undefined)
     const restQuotes = yield* makeCopies<string, RestQuote>({
@@ -126,11 +112,7 @@ const makeLiveQuotes = (feedUrl: string) =>
 
     return LiveQuotes.of({ sourcing: { source: "coinbase", attribution: COINBASE_ATTRIBUTION }, quotes })
   })
-
-/**
- * Live quotes from the feed at `feedUrl`, over the WebSocket given (src/platform/upstreamHttp.ts); needs
- * the Coinbase client (REST tickers), its config and product list, and the copies' store.
- */
+/** Live quotes from the feed at `feedUrl`, over the WebSocket given (src/platform/upstreamHttp.ts). */
 export const layer = (
   feedUrl: string
 ): Layer.Layer<LiveQuotes, never, CoinbaseClient | CoinbaseConfig | CoinbaseProducts | CopyStore | Leadership | Socket.WebSocketConstructor> =>

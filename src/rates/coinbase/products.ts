@@ -1,12 +1,6 @@
 /**
- * Coinbase's product list, held as a pinned copy (copies/): loaded in the background at start, reloaded
- * once `productsRefreshMs` has passed (served meanwhile), never fetched on a request's behalf; a failed
- * reload keeps the copy held, and the next attempt backs off (`productsRetryMs`, doubling up to an hour).
- * A list that is empty, or has lost most of the major pairs held (curated coins in USD or EUR), is taken
- * as a fault of Coinbase's, not as delistings: it counts as a failed reload (one warning, back-off, the
- * last good list serves on), and an empty first list is no list (`unavailable`).
- * A read finding nothing held waits (until its deadline) only for a load running or due, else fails
- * `unavailable` with the time until the next attempt.
+ * Coinbase's product list, a pinned copy (copies/) reloaded in the background, never on a request's behalf. An empty
+ * list, or one missing most majors held, is Coinbase's fault: a failed reload (list kept, `productsRetryMs` back-off).
  */
 import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
 import { makeCopies } from "../copies/Copies.ts"
@@ -18,11 +12,9 @@ import { CoinbaseConfig, type CoinbaseConfigShape } from "./CoinbaseConfig.ts"
 
 const PRODUCTS = "rates:v2:coinbase-products"
 const Products = Schema.Array(Schema.Struct({ id: Schema.String, base: Schema.String, quote: Schema.String }))
-
 /** The pairs a landing page needs most: curated coins (symbols.ts) quoted in USD or EUR. */
 export const majorsOf = (list: ReadonlyArray<CoinbaseProduct>): ReadonlyArray<string> =>
   list.filter((p) => curatedCoins.has(p.base) && (p.quote === "USD" || p.quote === "EUR")).map((p) => p.id)
-
 /** Whether a fresh list may replace the one held: not when empty, nor when it keeps under half of the majors held. */
 const acceptList = (fresh: ReadonlyArray<CoinbaseProduct>, held: ReadonlyArray<CoinbaseProduct> | undefined): true | string => {
   if (fresh.length === 0) return "an empty product list"
@@ -56,7 +48,6 @@ export const makeProducts = (client: CoinbaseClientShape, config: CoinbaseConfig
       if (lookup === undefined) lookups.set(list, lookup = new Map(list.map((p) => [`${p.base}-${p.quote}`, p])))
       return lookup
     }
-
     /** The list held, else the first load waited for until `deadline`; `unavailable` without one. */
     const list = (deadline: number): Effect.Effect<ReadonlyArray<CoinbaseProduct>, SourceError> =>
       copies.get(PRODUCTS, Charge.background, deadline).pipe(
@@ -85,7 +76,6 @@ export const makeProducts = (client: CoinbaseClientShape, config: CoinbaseConfig
     }
   })
 
-/** One product list per instance, for every use of Coinbase (the second source, the live quotes). */
 export class CoinbaseProducts extends Context.Service<CoinbaseProducts, Effect.Success<ReturnType<typeof makeProducts>>>()("app/rates/CoinbaseProducts") {
   static readonly layer: Layer.Layer<CoinbaseProducts, never, CoinbaseClient | CoinbaseConfig | CopyStore> = Layer.effect(
     CoinbaseProducts,

@@ -1,16 +1,7 @@
 /**
- * The second source served by Coinbase Exchange (CONTRACT C4, "Second source"), for coins of the
- * curated map (symbols.ts) that Coinbase trades in the currency asked: a ticker outside the map could
- * name another asset on Coinbase than the coin the first source resolved.
- *
- * Per coin, a whole rate: the price and 24 h change from `stats` (last, open), held a minute; the series
- * from the kept history (history/, source `coinbase`), only the days it lacks asked of Coinbase as daily
- * candles, restamped as the price at the next 00:00 UTC (candles.ts `asMidnightPoints`) like CoinGecko's
- * points, for the days closed by Coinbase's clock (today's moving candle is never kept), held until the
- * next daily point; 7 d and 30 d changes measured on that series. Both held as
- * copies (copies/) with no stale use: an answer made of Coinbase is at most a minute old, so that the
- * first source serves again as soon as it can. Coinbase's faults are its own (its client has its breaker
- * and backoff) and reach no answer the first source gives.
+ * The second source from Coinbase (CONTRACT C4, "Second source"), for curated coins (symbols.ts) it trades in the
+ * currency asked: price and 24 h change from `stats`; the series from the kept history (history/) and daily candles
+ * (candles.ts). No stale use: an answer is at most a minute old, so that the first source serves again soon.
  */
 import { Clock, Duration, Effect, Layer, Schema } from "effect"
 import { makeCopies } from "../copies/Copies.ts"
@@ -27,24 +18,18 @@ import { COINBASE_ATTRIBUTION, CoinbaseClient, type Stats } from "./CoinbaseClie
 import { CoinbaseConfig } from "./CoinbaseConfig.ts"
 import { CoinbaseProducts } from "./products.ts"
 
-
 /** How long a Coinbase price, and an answer made of it, is reused: a minute. */
 const STATS_REUSE_MS = 60_000
-
 /** Every series is kept for a year, as the first source's (C4 `days` up to 365). */
 const SERIES_DAYS = 365
-
 const StatsSchema = Schema.Struct({ open: Schema.Finite, last: Schema.Finite })
 const SeriesSchema = Schema.Array(Schema.Tuple([Schema.Finite, Schema.Finite]))
-
 interface SeriesOf {
   readonly coin: string
   readonly currency: string
   readonly productId: string
 }
-
 const notServed = (detail: string) => new SourceError({ source: "coinbase", kind: "not-found", detail, retryAfterSeconds: 0 })
-
 /** Past points never change: a series holds until the next daily point. */
 const seriesTiming = (_: ReadonlyArray<DailyPoint>, storedAt: number): Timing => freshFor(Duration.millis(millisUntilNextDailyPoint(storedAt)))
 
@@ -54,8 +39,7 @@ const makeCoinbaseSource = Effect.gen(function*() {
   const products = yield* CoinbaseProducts
   const kept = makeKeptSeries(yield* DailyHistory, "coinbase", {
     seriesDays: SERIES_DAYS,
-    // The point at 00:00 UTC of day D is the close of the candle of day D-1, once Coinbase's clock (not
-    // ours, which may run ahead) has passed D: a point is kept for ever.
+    // Day D's 00:00 UTC point is day D-1's close, once Coinbase's clock (not ours) has passed D: kept for ever.
     closes: ({ productId }: SeriesOf, range) =>
       Effect.map(
         client.dailyCandles(productId, range.from - DAY_MS, range.to - DAY_MS),
@@ -127,5 +111,4 @@ const makeCoinbaseSource = Effect.gen(function*() {
   })
 })
 
-/** Needs the Coinbase client, config and product list, the kept history and the copies' store. */
 export const layer: Layer.Layer<SecondSource, never, CoinbaseClient | CoinbaseConfig | CoinbaseProducts | DailyHistory | CopyStore> = Layer.effect(SecondSource, makeCoinbaseSource)

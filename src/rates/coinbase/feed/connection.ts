@@ -1,19 +1,8 @@
 /**
- * The connection to Coinbase Exchange's public WebSocket feed (`COINBASE_WS_URL`), through Effect's
- * `Socket` over the WebSocket given (src/platform/upstreamHttp.ts: it says who we are), within
- * Coinbase's limits per address (../shared/reference/upstreams.md §1.10), run by the one instance of
- * the deployment that holds the feed (relay.ts):
- *   - opened once a pair is wanted (Coinbase closes a connection with no subscription within 5 s), it
- *     subscribes every pair wanted in one message; pairs wanted later go in one message per batch
- *     (`batchMs`), one subscribe in flight at a time. Coinbase refuses a subscribe naming one unknown
- *     product whole: the pair named is reported to the sink, and the rest asked again without it;
- *   - every tick and heartbeat read goes to the sink; a message that does not read is counted by kind
- *     (the field) and logged once per kind;
- *   - a connection that closes, fails to open (429 at the upgrade included) or says nothing for
- *     `silenceMs` is over: the sink hears of it (every pair down at once) and a new one is opened after a
- *     jittered back-off that doubles with each end in a row (`firstRetryMs` up to `maxRetryMs`), the
- *     count starting again only after a connection that lasted `stableMs`: a feed cut off as soon as
- *     connected is not asked again every second.
+ * The connection to Coinbase's WebSocket feed (`COINBASE_WS_URL`, over src/platform/upstreamHttp.ts), within its
+ * limits (../shared/reference/upstreams.md §1.10), run by the instance holding the feed (relay.ts). Opened once a
+ * pair is wanted (Coinbase closes an idle one in 5 s). A subscribe naming one unknown product is refused whole:
+ * that pair goes to the sink, the rest are asked again. The back-off resets only after `stableMs` connected.
  */
 import { Clock, Data, Duration, Effect, Queue, Random } from "effect"
 import { Socket } from "effect/socket"
@@ -21,33 +10,26 @@ import { recordLiveFeedConnected, recordLiveTick, recordLiveUnreadable } from ".
 import { readFeedMessage, subscribeMessage } from "./feedMessages.ts"
 import type { BoardMessage } from "./quoteBoard.ts"
 
+/** As CoinbaseConfig.ts's `feed…` settings. */
 export interface FeedOptions {
   readonly url: string
-  /** Nothing read this long: the connection is dead, open another. */
   readonly silenceMs: number
-  /** A connection not open by then has failed. */
   readonly openTimeoutMs: number
-  /** The back-off's first wait, doubled with each end in a row, up to `maxRetryMs` (before jitter). */
   readonly firstRetryMs: number
   readonly maxRetryMs: number
-  /** A connection that lasted this long ends the row of ends: the next wait is the first again. */
   readonly stableMs: number
-  /** Pairs wanted while connected are gathered this long into one subscribe message. */
   readonly batchMs: number
 }
-
 /** Where what the feed says goes: the board, and the other instances through the relay. */
 export interface FeedSink {
   /** Ticks and heartbeats read at `now` (our clock), in order. */
   readonly read: (messages: ReadonlyArray<BoardMessage>, now: number) => Effect.Effect<void>
   /** The connection ended: every pair is down until heard again. */
   readonly disconnected: () => Effect.Effect<void>
-  /** Coinbase refused to subscribe the pair. */
   readonly refused: (productId: string) => Effect.Effect<void>
   /** A message of ours that did not read (counted and logged here already): `kind` names its type and field. */
   readonly unreadable?: (kind: string) => Effect.Effect<void>
 }
-
 /** The pairs to subscribe: all wanted now (on connecting), and each wanted later, as it comes. */
 export interface FeedPairs {
   readonly wanted: () => ReadonlyArray<string>
@@ -59,19 +41,15 @@ class FeedSilent extends Data.TaggedError("FeedSilent")<{ readonly seconds: numb
     return `nothing read for ${this.seconds} s`
   }
 }
-
 /** "BTC-FOO is not a valid product": the pair to stop asking for. */
 const refusedPair = (reason: string | undefined) => /^(\S+) is not a valid product/.exec(reason ?? "")?.[1]
-
 /** How long a subscribe may wait for Coinbase's answer before the next is sent anyway. */
 const ANSWER_TIMEOUT = Duration.seconds(5)
 
 type Answer = { readonly refused: string | undefined }
-
 // Each kind of unreadable message is logged once per process; the metric counts every one.
 const kindsLogged = new Set<string>()
 const MAX_KINDS_LOGGED = 100
-
 /** Runs the feed, reconnecting, until interrupted (relay.ts interrupts it when another instance holds the feed). */
 export const runFeed = (sink: FeedSink, pairs: FeedPairs, options: FeedOptions): Effect.Effect<never, never, Socket.WebSocketConstructor> =>
   Effect.gen(function*() {
@@ -87,7 +65,6 @@ export const runFeed = (sink: FeedSink, pairs: FeedPairs, options: FeedOptions):
         kindsLogged.add(kind)
         return Effect.logWarning("rates: live quotes messages that do not read are dropped (logged once per kind)", { kind, detail })
       })
-
     /** One connection, from opening to its end (always a failure); `heard` says whether it delivered anything. */
     const session = (heard: { value: boolean }) =>
       Effect.gen(function*() {
@@ -97,7 +74,6 @@ export const runFeed = (sink: FeedSink, pairs: FeedPairs, options: FeedOptions):
         const { write } = yield* socket.writer
         const answers = yield* Queue.unbounded<Answer>()
         const onConnection = new Set<string>()
-
         /** One subscribe of `ids` (those not on this connection), asked again without a pair refused. */
         const subscribe = (ids: ReadonlyArray<string>): Effect.Effect<void, Socket.SocketError> =>
           Effect.gen(function*() {

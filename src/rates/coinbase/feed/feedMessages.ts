@@ -1,10 +1,7 @@
 /**
- * What Coinbase Exchange's public WebSocket feed says, read (the `ticker` and `heartbeat` channels), and
- * what we send it. Every message is validated with Schema: a message that does not read is dropped,
- * never half used, and says which field did not read (for the metric and the one warning a kind).
- * The ticker Coinbase sends on subscribing has come without its trade (`trade_id`, `time`, `side`,
- * `last_size`; ../shared/reference/upstreams.md §1.10): it is a snapshot of unknown age, skipped, not an
- * error. No I/O here: connection.ts sends and reads.
+ * Coinbase's WebSocket feed (`ticker`, `heartbeat`) read with Schema (a message that does not read is dropped, never
+ * half used), and what we send it. The ticker sent on subscribing lacks its trade (../shared/reference/upstreams.md
+ * §1.10): a snapshot of unknown age, skipped. No I/O: see connection.ts.
  */
 import { Exit, Schema, SchemaIssue, SchemaTransformation } from "effect"
 
@@ -12,7 +9,6 @@ import { Exit, Schema, SchemaIssue, SchemaTransformation } from "effect"
 const Price = Schema.String.check(Schema.isPattern(/^\d+(\.\d+)?$/)).pipe(
   Schema.decodeTo(Schema.Finite, SchemaTransformation.numberFromString)
 ).check(Schema.isGreaterThan(0))
-
 /** An ISO 8601 instant with up to microseconds, read into epoch ms. */
 const Instant = Schema.String.check(
   Schema.isPattern(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/),
@@ -29,19 +25,16 @@ const Ticker = Schema.Struct({
   time: Instant,
   trade_id: TradeId
 })
-
 const Heartbeat = Schema.Struct({
   type: Schema.Literal("heartbeat"),
   product_id: Schema.NonEmptyString,
   last_trade_id: TradeId,
   time: Instant
 })
-
 const Subscriptions = Schema.Struct({
   type: Schema.Literal("subscriptions"),
   channels: Schema.Array(Schema.Struct({ name: Schema.String, product_ids: Schema.Array(Schema.String) }))
 })
-
 const Refusal = Schema.Struct({
   type: Schema.Literal("error"),
   message: Schema.String,
@@ -58,21 +51,14 @@ const decoders = {
   subscriptions: Schema.decodeUnknownExit(Subscriptions),
   error: Schema.decodeUnknownExit(Refusal)
 }
-
 const issuesOf = SchemaIssue.makeFormatterStandardSchemaV1()
-
 /** A message of ours that did not read: its type and the first field that did not (`ticker.price`). */
 export interface Unreadable {
   readonly _tag: "Unreadable"
   readonly kind: string
-  /** What was wrong with that field, in Schema's words. */
   readonly detail: string
 }
-
-/**
- * One text frame read: a message we use; `ignored` (another type, not JSON, or a ticker without its
- * trade); or `Unreadable` (one of ours that does not read, with the field that did not).
- */
+/** One text frame: a message we use, `ignored` (other type, not JSON, ticker without trade) or `Unreadable`. */
 export const readFeedMessage = (frame: string): FeedMessage | "ignored" | Unreadable => {
   let parsed: unknown
   try {
@@ -93,10 +79,8 @@ export const readFeedMessage = (frame: string): FeedMessage | "ignored" | Unread
   const field = first?.path?.map((key) => (typeof key === "object" ? String(key.key) : String(key))).join(".")
   return { _tag: "Unreadable", kind: field === undefined || field === "" ? type : `${type}.${field}`, detail: first?.message ?? "unreadable" }
 }
-
 /** The channels we ask for: trades (price, 24 h open) and a beat a second that says a pair is alive. */
 const CHANNELS = ["ticker", "heartbeat"]
-
 /** Every pair in one message: Coinbase counts messages a second per address, not pairs. */
 export const subscribeMessage = (productIds: ReadonlyArray<string>): string =>
   JSON.stringify({ type: "subscribe", product_ids: productIds, channels: CHANNELS })

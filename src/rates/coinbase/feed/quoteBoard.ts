@@ -1,16 +1,7 @@
 /**
- * The live quotes as the feed leaves them (CONTRACT C4, "Live quotes"): per Coinbase pair, its last
- * trade's price, the 24 h open and when the price was last known to hold, and whether the pair is live.
- * Pure state, no I/O and no clock of its own: connection.ts feeds it what it reads, liveQuotes.ts reads it.
- *
- * A pair is live while a tick or a heartbeat came within `silenceMs` (30 s), and only once a tick gave
- * its price, and only while that price is known to hold: heartbeats naming a trade past the last tick
- * we read for longer than `behindMs` (30 s; a tick batched or reordered catches up well within it) say
- * the ticks no longer reach us or no longer read, and the pair is down. When a price was observed: the
- * tick's trade time, moved on by each heartbeat naming that same trade (no trade since: the price still
- * holds then), never later than when we read it; a heartbeat naming a later trade moves nothing. A
- * closed connection makes every pair down at once: the REST tickers take over without waiting out the
- * silence.
+ * The live quotes per Coinbase pair (CONTRACT C4, "Live quotes"); pure state, no clock of its own. A pair is live
+ * once a tick gave its price, while a tick or heartbeat came within `silenceMs`, unless heartbeats named a later
+ * trade than its last tick for `behindMs` (ticks lost). A heartbeat naming the tick's trade moves `observedAt` on.
  */
 import { change24h } from "../candles.ts"
 
@@ -21,7 +12,6 @@ interface BoardQuote {
   /** Epoch ms: when this price was last known to hold. */
   readonly observedAt: number
 }
-
 interface Pair {
   price: number | undefined
   open24h: number | undefined
@@ -29,24 +19,18 @@ interface Pair {
   observedAt: number
   /** Our clock when a tick or heartbeat of it was last read; 0: not since the connection (re)opened. */
   heardAt: number
-  /** The latest trade a heartbeat named. */
   namedTradeId: number
   /** Our clock since when heartbeats have named a trade past `tradeId`; undefined while they do not. */
   behindSince: number | undefined
 }
-
 export type BoardMessage =
   | { readonly type: "ticker"; readonly product_id: string; readonly price: number; readonly open_24h: number; readonly time: number; readonly trade_id: number }
   | { readonly type: "heartbeat"; readonly product_id: string; readonly last_trade_id: number; readonly time: number }
-
 export interface QuoteBoard {
   /** Adds pairs to follow; returns those new to the board (to subscribe to), within the bound. */
   readonly follow: (productIds: ReadonlyArray<string>) => ReadonlyArray<string>
-  /** Whether the board follows the pair (subscribed, or to be). */
   readonly follows: (productId: string) => boolean
-  /** Every pair followed (to subscribe to on a new connection). */
   readonly followed: () => ReadonlyArray<string>
-  /** Stops following a pair Coinbase refused. */
   readonly drop: (productId: string) => void
   /** A tick or heartbeat read at `now` (our clock); whether it was of a pair followed. */
   readonly read: (message: BoardMessage, now: number) => boolean
@@ -57,11 +41,8 @@ export interface QuoteBoard {
   /** Pairs live at `now`, and the age (ms) of the oldest live quote (0 when none). */
   readonly summary: (now: number) => { readonly live: number; readonly followed: number; readonly oldestAgeMs: number }
 }
-
 export interface QuoteBoardOptions {
-  /** A pair without a tick or heartbeat this long is down (30 s). */
   readonly silenceMs: number
-  /** A pair whose heartbeats name trades past its last tick read this long is down (30 s). */
   readonly behindMs: number
   /** Pairs followed at most (a subscription per pair; Coinbase's curated majors in a few currencies fit). */
   readonly maxPairs: number

@@ -1,14 +1,7 @@
 /**
- * One feed connection for the whole deployment (CONTRACT C4 "Live quotes"): Coinbase counts connections
- * and messages per address, and several instances behind one address must stay within them together.
- * Through `Leadership` (src/platform/leadership/), the instance holding the role "live-quotes" runs the
- * connection (connection.ts) and publishes what it reads; the others read it into their own board and
- * tell the holder which pairs they follow (at once, and again every `announceMs`, so that a new holder
- * learns them). Without Redis every process holds its own (`Leadership.layerAlone`).
- *
- * Each board keeps its own clock: a pair is live on a reader while the holder's messages reach it, so
- * a holder that goes leaves every pair down after the silence (REST tickers meanwhile) until another
- * holds the feed (within 25 s).
+ * One feed connection for the deployment (CONTRACT C4 "Live quotes"): Coinbase limits connections per address.
+ * The holder of the role "live-quotes" (src/platform/leadership/) runs connection.ts and publishes what it reads;
+ * the others read it into their boards and tell it their pairs every `announceMs` (a new holder learns them).
  */
 import { Clock, Duration, Effect, Queue, Schema, type Scope } from "effect"
 import type { Socket } from "effect/socket"
@@ -20,7 +13,6 @@ import type { BoardMessage, QuoteBoard } from "./quoteBoard.ts"
 const ROLE = "live-quotes"
 const QUOTES = "live-quotes:read"
 const WANTS = "live-quotes:wanted"
-
 /** What the holder publishes: the messages it read, the connection's end, a pair refused. */
 const RelayEvent = Schema.Union([
   Schema.Struct({ type: Schema.Literal("ticker"), product_id: Schema.String, price: Schema.Finite, open_24h: Schema.Finite, time: Schema.Finite, trade_id: Schema.Int }),
@@ -31,19 +23,15 @@ const RelayEvent = Schema.Union([
 type RelayEvent = typeof RelayEvent.Type
 const decodeEvents = Schema.decodeUnknownOption(Schema.fromJsonString(Schema.Array(RelayEvent)))
 const decodeWanted = Schema.decodeUnknownOption(Schema.fromJsonString(Schema.Array(Schema.String)))
-
 export interface LiveFeedOptions extends FeedOptions {
-  /** How often a reader tells the holder every pair it follows. */
   readonly announceMs: number
 }
-
 export interface LiveFeed {
   /** Follows pairs (those Coinbase refused excepted): subscribed by whichever instance holds the feed. */
   readonly follow: (productIds: ReadonlyArray<string>) => Effect.Effect<void>
   /** Coinbase's product list was reloaded: pairs it refused may be asked again. */
   readonly forgetRefusals: () => void
 }
-
 /** Runs this instance's part of the deployment's feed, for as long as the scope lasts. */
 export const runLiveFeed = (
   board: QuoteBoard,
@@ -75,10 +63,8 @@ export const runLiveFeed = (
         return Effect.andThen(Effect.logWarning("rates: Coinbase refused a pair on the live quotes feed; not asked again until its product list is reloaded", { pair: productId }), publish([{ type: "refused", product_id: productId }]))
       }
     }
-
     /** Pairs new to the board, to subscribe (here, or by the holder). */
     const followHere = (productIds: ReadonlyArray<string>) => board.follow(productIds.filter((id) => !refused.has(id)))
-
     /** The holder: the connection, and the pairs the readers follow. */
     const lead = Effect.gen(function*() {
       holding = true
@@ -90,7 +76,6 @@ export const runLiveFeed = (
       })).pipe(Effect.ignore))
       return yield* runFeed(sink, { wanted: () => board.followed(), added }, options)
     }).pipe(Effect.scoped, Effect.ensuring(Effect.sync(() => (holding = false))))
-
     /** A reader: the holder's quotes into the board, and what this instance follows to the holder. */
     const follow = Effect.gen(function*() {
       recordLiveFeedHolder(false)
