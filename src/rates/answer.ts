@@ -1,11 +1,6 @@
 /**
- * Steps 5 and 6 of a `historical` call: the C4 body from what the other steps gathered (resolved coins, their
- * series and latest prices, a second source's rates), and until when it holds (pure: no I/O, no clock);
- * then the answer remembered (RatesAnswerMemo, below).
- *
- * A known coin that can be served neither fresh nor from a last good copy fails the whole answer: a
- * partial answer would look complete to the caller. A coin the second source served is its rate,
- * whole; each rate names its source, and the answer every source it used (CONTRACT C4).
+ * Steps 5 and 6 of a `historical` call (CONTRACT C4): the body and until when it holds (pure), then the answer remembered.
+ * A known coin served neither fresh nor from a last good copy fails the whole answer: a partial one would look complete.
  */
 import { Clock, Context, Effect, Exit, Layer, Result, Schema } from "effect"
 import { ExchangeRatesResponse } from "../api/schemas.ts"
@@ -23,12 +18,7 @@ export const answerSource = (sources: ReadonlySet<SourceName>, first: SourceName
 export const verdictOf = (error: SourceError): RatesUpstreamError | RatesUnavailableError =>
   error.kind === "not-found" ? new RatesUpstreamError({ reason: error.message }) : toRatesError(error)
 
-/**
- * A coin neither source could serve, with no copy held, keeps the first source's verdict (CONTRACT C4
- * "Second source", amended): 502 when it failed, 503 when it could not be asked now, to be asked again
- * after the shorter of the two sources' waits (one that does not list the coin has none; one that just
- * failed may be asked again at once).
- */
+/** A coin neither source served, no copy held: the first source's verdict, 503 after the shorter wait (C4 "Second source", amended). */
 const neitherSource = (first: SourceError, second: SourceError): RatesUpstreamError | RatesUnavailableError => {
   const reason = `${first.message}; ${second.message}`
   if (!isUnavailable(first)) return new RatesUpstreamError({ reason })
@@ -43,10 +33,7 @@ const isoSeconds = (epochMs: number) => {
   return iso.length === 24 ? `${iso.slice(0, 19)}Z` : iso.replace(/\.\d{3}Z$/, "Z")
 }
 
-/**
- * `points.slice(-count)`, by hand: on a frozen array (held copies are frozen) `slice` takes V8's slow
- * path, about 40 times slower than this loop.
- */
+/** `points.slice(-count)` by hand: on a frozen array (held copies are) `slice` takes V8's slow path, ~40 times slower. */
 const lastPoints = <A>(points: ReadonlyArray<A>, count: number): Array<A> => {
   const start = count > 0 ? Math.max(0, points.length - count) : Math.min(points.length, -count)
   const out: Array<A> = []
@@ -54,7 +41,6 @@ const lastPoints = <A>(points: ReadonlyArray<A>, count: number): Array<A> => {
   return out
 }
 
-/** Distinct coin ids of the resolved symbols, first occurrence first. */
 export const coinIds = (resolved: Resolved): Array<string> => {
   // At most 50 symbols: a linear scan beats a Set here.
   const ids: Array<string> = []
@@ -62,39 +48,30 @@ export const coinIds = (resolved: Resolved): Array<string> => {
   return ids
 }
 
-/** The resolved coins, one per coin id (its first symbol), in request order. */
 export const wantedCoins = (resolved: Resolved): Array<WantedCoin> => {
   const wanted: Array<WantedCoin> = []
   for (const [symbol, coin] of resolved.coins) if (coin !== null && !wanted.some((w) => w.id === coin.id)) wanted.push({ symbol, id: coin.id })
   return wanted
 }
 
-/** The series of every coin id of `resolved`, or why it could not be had. */
 export type Charts = ReadonlyMap<string, Result.Result<Served<Chart>, SourceError>>
 
 export interface Gathered {
   readonly query: RatesQuery
   /** When the call started (epoch ms): `asOf` of an answer without any price. */
   readonly startedAt: number
-  /** The first source: what its rates name and how they are credited. */
   readonly first: Sourcing
   readonly resolved: Resolved
-  /** The live quotes found, and their source (none when there is no live source). */
   readonly live?: { readonly quotes: ReadonlyMap<string, Served<LiveQuote>>; readonly sourcing: Sourcing } | undefined
   /** The first source's latest prices of the coins without a live quote. */
   readonly latest: PricesFound
   readonly charts: Charts
   /** What the second source answered for the coins the first could not serve fresh (none when not asked). */
   readonly second?: ReadonlyMap<string, SecondOutcome> | undefined
-  /** The second source, for when one of its rates is in the answer. */
   readonly secondSourcing?: Sourcing | undefined
 }
 
-/**
- * The coins the first source could not serve fresh: its chart failed (a 404 is an answer: "no such
- * coin"), or only a stale copy of its chart is held, or, without a live quote, only a stale copy of its
- * latest price, or none because the call failed.
- */
+/** Coins the first source could not serve fresh: chart failed (a 404 is an answer) or stale, or (no live quote) latest price stale or failed. */
 export const notServedFresh = (resolved: Resolved, quoted: ReadonlyMap<string, unknown>, latest: PricesFound, charts: Charts): Array<WantedCoin> => {
   const wanted: Array<WantedCoin> = []
   for (const [symbol, coin] of resolved.coins) {
@@ -114,7 +91,6 @@ export const notServedFresh = (resolved: Resolved, quoted: ReadonlyMap<string, u
   return wanted
 }
 
-/** A live quote's changes: over 24 h from the quote itself, over 7 and 30 days measured on `series` to its price. */
 const liveChanges = (quote: Served<LiveQuote>, series: ReadonlyArray<DailyPoint>) => ({
   "24h": quote.value.change24h,
   ...changesToPrice(series, quote.value.price, quote.storedAt)
@@ -123,8 +99,7 @@ const liveChanges = (quote: Served<LiveQuote>, series: ReadonlyArray<DailyPoint>
 export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, RatesUpstreamError | RatesUnavailableError> => {
   const { charts, first, latest, live, query, resolved } = gathered
   const used = new Set<SourceName>()
-  // Until when this very answer may be repeated: the earliest `holdsUntil` of what it is made of (an
-  // old copy, or a call that failed and that the next request would retry, makes it 0).
+  // The earliest `holdsUntil` of its parts (an old copy, or a failed call the next request would retry, makes it 0).
   let freshUntil = Number.POSITIVE_INFINITY
   let stale = false
   let asOf = Number.POSITIVE_INFINITY
@@ -135,7 +110,6 @@ export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, R
     asOf = Math.min(asOf, observedAt)
     rates.push({ ...rate, source: price === series ? price : "mixed", sources: { price, series }, asOf: isoSeconds(observedAt) })
   }
-
   for (const symbol of query.symbols) {
     const coin = resolved.coins.get(symbol) ?? null
     const chart = coin === null ? undefined : charts.get(coin.id)
@@ -179,15 +153,13 @@ export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, R
       stale ||= market.stale
       add({ symbol, id: coin.id, name: name || coin.name, price, change: { "24h": change24h, "7d": change7d, "30d": change30d }, series: points }, first.source, first.source, market.storedAt)
     } else if (lastClose !== undefined) {
-      // No latest price (the source lists no market, or it failed and no copy is held): the last close,
-      // its changes measured on the whole fetched range (30d needs more than days=7).
+      // No latest price: the last close, changes measured on the whole fetched range (30d needs more than days=7).
       stale ||= latest.failure !== undefined
       add({ symbol, id: coin.id, name: coin.name, price: lastClose[1], change: changesFromSeries(series.value), series: points }, first.source, first.source, lastClose[0])
     } else {
       unknown.push(symbol) // a coin without any price data
     }
   }
-
   // Without any rate, asOf is the clock's: the next answer differs, nothing in it is worth reusing.
   const priced = Number.isFinite(asOf)
   // Every source used, credited once, in the order sources are asked: first, live, second.
@@ -215,37 +187,19 @@ export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, R
 }
 
 /**
- * Step 6, the answer remembered: the answer remembered. Its 200 body is encoded once here, and
- * kept, per query, while every value behind it is fresh (`RatesAnswer.freshUntil`); the edge asks
- * `ratesReadyAnswer` (handlers.ts) for a repeated query and sends the remembered bytes without
- * running the HttpApi or the use case. Held in the memory tier every holder of copies uses
- * (copies/CopyStore.ts): bounded in entries and bytes, least recently used out first, as queries come
- * from callers.
- *
- * When an answer's freshness ends, one request rebuilds it: the first repeat after that instant is let
- * through to the use case, and the repeats that arrive while it runs (REBUILD_GRACE_MS at most) get the
- * answer as it was, rather than all rebuilding it at once. A live answer ends every second: without
- * this, every connection's request at that instant took the whole pipeline, once a second.
- *
- * The use case and the ready answer must see the same instance: provide `RatesAnswerMemo.layer` within
- * one build (Layers are memoised per build, so the same `layer` value provided in two places of one
- * build is still one memo).
+ * Step 6: the 200 body encoded once, kept per query while `freshUntil` holds, for the edge to repeat (handlers.ts `ratesReadyAnswer`).
+ * Past freshness one repeat rebuilds it while the others get the old body (REBUILD_GRACE_MS): live answers end every second.
  */
-
 export interface RatesAnswerMemoShape {
   /** Encodes the answer's body and keeps it for `query` while it holds; the answer with its body. */
   readonly remember: (query: RatesQuery, answer: RatesAnswer) => RatesAnswer
-  /**
-   * The body remembered for `query` while it is fresh; undefined otherwise, and for the one repeat that
-   * is to rebuild an answer just past its freshness (its others get that answer meanwhile). Synchronous.
-   */
+  /** The body held for `query` while fresh; undefined otherwise and for the one repeat let through to rebuild it. Synchronous. */
   readonly recall: (query: RatesQuery) => Uint8Array | undefined
   /** Entries and bytes held now (metrics, tests). */
   readonly size: () => { readonly entries: number; readonly bytes: number }
 }
 
 export interface RatesAnswerMemoOptions {
-  /** Most entries held (default 512). */
   readonly maxEntries?: number
   /** Most body bytes held in all (default 8 MiB); a larger body is not kept at all. */
   readonly maxBytes?: number
@@ -253,24 +207,15 @@ export interface RatesAnswerMemoOptions {
 
 /** One key per normalised query (handlers.ts `toRatesQuery`): the currency, the days, the symbols in order. */
 export const memoKey = (query: RatesQuery): string => `${query.currency}|${query.days}|${query.symbols.join(",")}`
-
 const encodeResponse = Schema.encodeUnknownExit(ExchangeRatesResponse)
 const utf8 = new TextEncoder()
-
-/**
- * The 200 body exactly as HttpApi would encode it (the `ExchangeRatesResponse` encoding, then
- * `JSON.stringify`), or undefined when the result does not encode (left to HttpApi to report).
- */
+/** The 200 body exactly as HttpApi would encode it; undefined when the result does not encode (left to HttpApi to report). */
 export const encodeRatesBody = (result: RatesResult): Uint8Array | undefined => {
   const encoded = encodeResponse(result)
   return Exit.isFailure(encoded) ? undefined : utf8.encode(JSON.stringify(encoded.value))
 }
 
-/**
- * How long past its freshness an answer is still sent while one request rebuilds it: a rebuild from held
- * copies takes milliseconds; one that waits on an upstream, or fails, leaves the repeats to the use case
- * again after this.
- */
+/** How long past its freshness an answer is still sent while one request rebuilds it (from held copies: milliseconds). */
 export const REBUILD_GRACE_MS = 250
 
 interface HeldBody {
@@ -280,7 +225,6 @@ interface HeldBody {
   rebuildingSince: number | undefined
 }
 
-/** The memo, telling time by `now` (the Clock's `currentTimeMillisUnsafe`). */
 export const makeRatesAnswerMemo = (now: () => number, options: RatesAnswerMemoOptions = {}): RatesAnswerMemoShape => {
   // Entries outlive their freshness by the grace, for the repeats that arrive while one rebuilds them.
   const bodies = makeExpiringLru<HeldBody>(options.maxEntries ?? 512, options.maxBytes ?? 8 * 1024 * 1024)
@@ -321,6 +265,6 @@ export class RatesAnswerMemo extends Context.Service<RatesAnswerMemo, RatesAnswe
       Clock.clockWith((clock) => Effect.sync(() => makeRatesAnswerMemo(() => clock.currentTimeMillisUnsafe(), options)))
     )
 
-  /** 512 entries, 8 MiB of bodies. Provide it once (see above). */
+  /** 512 entries, 8 MiB of bodies. Provide it once per build: the use case and the edge share it. */
   static readonly layer: Layer.Layer<RatesAnswerMemo> = RatesAnswerMemo.layerWith({})
 }

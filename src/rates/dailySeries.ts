@@ -1,19 +1,11 @@
-/**
- * Pure helpers for daily price series (CONTRACT C4: daily points at 00:00 UTC, oldest first): the day
- * arithmetic, and what the kept history (history/) holds per series, whatever the store: the one
- * validation of what any store hands back, the merge of a write, the days a series needs and lacks.
- * In one file so that a request's way through the history does not bounce between small helpers.
- */
+/** Pure helpers for daily series (CONTRACT C4: points at 00:00 UTC, oldest first): day arithmetic; the kept history's (history/) validation and merge. */
 import type { Effect } from "effect"
 
 export const DAY_MS = 86_400_000
-
 /** CoinGecko publishes the previous day's 00:00 UTC point at 00:35 UTC. */
 const DAILY_POINT_PUBLISHED_AFTER_MS = 35 * 60_000
 
 export type DailyPoint = readonly [epochMs: number, price: number]
-
-/** 00:00 UTC of the day containing `epochMs`. */
 export const startOfDay = (epochMs: number): number => Math.floor(epochMs / DAY_MS) * DAY_MS
 
 /** How long a cached series stays complete: until the next daily point is published upstream. */
@@ -35,10 +27,7 @@ export const lastPublishedDay = (now: number): number => {
 const percentChange = (from: number | undefined, to: number): number | null =>
   from === undefined || from === 0 ? null : ((to - from) / from) * 100
 
-/**
- * % changes measured on the series itself, for when the upstream's latest-price data is unavailable:
- * from the close 1, 7 and 30 days before the last point to the last point.
- */
+/** % changes from the closes 1, 7 and 30 days before the last point to it (when no latest price is had). */
 export const changesFromSeries = (series: ReadonlyArray<DailyPoint>) => {
   const last = series.at(-1)
   if (last === undefined) return { "24h": null, "7d": null, "30d": null }
@@ -47,19 +36,14 @@ export const changesFromSeries = (series: ReadonlyArray<DailyPoint>) => {
   return { "24h": back(1), "7d": back(7), "30d": back(30) }
 }
 
-/**
- * % changes over 7 and 30 days of a price observed at `at` (a live quote), measured on the series: from
- * the daily point nearest to `at` minus that many days (the feed gives the 24 h change only).
- */
+/** % changes over 7 and 30 days to a price observed at `at` (a live quote), from the point nearest `at` minus that many days. */
 export const changesToPrice = (series: ReadonlyArray<DailyPoint>, price: number, at: number) => {
   const byDay = new Map(series)
   const back = (days: number) => percentChange(byDay.get(startOfDay(at - days * DAY_MS + DAY_MS / 2)), price)
   return { "7d": back(7), "30d": back(30) }
 }
 
-// The kept history's series (history/): what every store (memory, files, PostgreSQL) holds, and the one
-// validation of what is read back from any of them. A store only keeps and hands back; it never decides
-// what a valid day is.
+// The kept history (history/): a store only keeps and hands back; which days are valid is decided here.
 
 export interface HeldSeries {
   /** Epoch ms at 00:00 UTC of the first and the last closed day fetched from this source: every day in between was asked for, with or without a point. */
@@ -83,7 +67,6 @@ export interface SeriesId<Source extends string = string> {
   readonly source: Source
 }
 
-/** The key of one series in memory and in logs. */
 export const seriesKey = ({ coin, currency, source }: SeriesId) => `${source}/${currency}/${coin}`
 
 /** The store's side: keep and hand back. `E` is the store's own failure (a file's, PostgreSQL's). */
@@ -94,17 +77,9 @@ export interface SeriesStore<E> {
 }
 
 const isDay = (value: unknown): value is number => typeof value === "number" && Number.isSafeInteger(value) && value % DAY_MS === 0
-
-/** A price a day can have: a finite number above zero. */
 const isPrice = (value: unknown): value is number => typeof value === "number" && Number.isFinite(value) && value > 0
 
-/**
- * What was read, as the history promises it: days at 00:00 UTC, oldest first, one each, each a positive
- * price, inside a coverage that ends no later than `lastDay`. A day that breaks this inside the coverage
- * (a price tampered with, `NaN`, `-1`) ends the coverage the day before it, so that it, and what follows,
- * are asked of the source again; it is named in `dropped`. A point outside the coverage is ignored.
- * Undefined when nothing of the coverage is left (or it is not two days in order): nothing held.
- */
+/** What was read, as promised: ascending days at 00:00 UTC, positive prices, coverage to `lastDay`; a bad day ends the coverage before it (`dropped`). */
 export const validSeries = (
   stored: StoredSeries,
   lastDay = Number.POSITIVE_INFINITY
@@ -136,10 +111,7 @@ export const validSeries = (
 
 const dayName = (day: number) => new Date(day).toISOString().slice(0, 10)
 
-/**
- * The held series after a write of `added` (points off the days or outside its coverage ignored):
- * the hull of both coverages, a day already held kept as is (closed days never change).
- */
+/** The held series after a write of `added`: the hull of both coverages, a day already held kept (closed days never change). */
 export const mergeHeld = (held: HeldSeries | undefined, added: HeldSeries): HeldSeries => {
   const byDay = new Map<number, number>(held?.points ?? [])
   for (const [day, price] of added.points) {
@@ -167,8 +139,7 @@ export const neededDays = (now: number, days: number): DayRange => ({
 /** The ranges of `need` outside what is held: one before it, one after it, or all of it. */
 export const missingRanges = (held: HeldSeries | undefined, need: DayRange): Array<DayRange> => {
   if (need.from > need.to) return []
-  // Nothing held, or nothing adjacent: the whole need (the hull then spans days before the need,
-  // which no later need asks for: needs only move forward).
+  // Nothing held, or nothing adjacent: the whole need (needs only move forward).
   if (held === undefined || held.coveredTo < need.from - DAY_MS || held.coveredFrom > need.to + DAY_MS) return [need]
   const ranges: Array<DayRange> = []
   if (held.coveredFrom > need.from) ranges.push({ from: need.from, to: held.coveredFrom - DAY_MS })
@@ -183,6 +154,5 @@ export const coveredBy = (range: DayRange, closes: ReadonlyArray<DailyPoint>, ne
   return newest === undefined ? undefined : { coveredFrom: range.from, coveredTo: newest, points: closes }
 }
 
-/** The points of the days of `need`, oldest first. */
 export const pointsWithin = (points: ReadonlyArray<DailyPoint>, need: DayRange): ReadonlyArray<DailyPoint> =>
   points.filter(([day]) => day >= need.from && day <= need.to)

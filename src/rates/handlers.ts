@@ -1,9 +1,4 @@
-/**
- * POST /api/v1/exchange-rates (spec §4, CONTRACT C4): normalise the query, call the rates capability,
- * map its errors to problems, and send the 200 body as the capability encoded it (RatesAnswerMemo in answer.ts, which
- * remembers it for the edge to answer a repeat) or encode it here; and the same operation as a ready answer
- * for the edge (`ratesReadyAnswer`, below).
- */
+/** POST /api/v1/exchange-rates (spec §4, CONTRACT C4): the handler, and the same operation as a ready answer for the edge. */
 import { Effect } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
@@ -28,10 +23,7 @@ const toRatesQuery = (payload: ExchangeRatesRequest, caller?: string): RatesQuer
   caller
 })
 
-/**
- * Whom a request's upstream calls are charged to (`RatesQuery.caller`): the client of its token, else
- * its address, counted as rate limits count it (IPv6 by its /64, which one subscriber usually holds).
- */
+/** `RatesQuery.caller`: the client of its token, else its address as rate limits count it (IPv6 by its /64). */
 export const callerOf = (clientId: string | undefined, address: string | undefined): string | undefined =>
   clientId !== undefined ? `client:${clientId}` : address === undefined ? undefined : `ip:${addressBucket(address)}`
 
@@ -46,7 +38,6 @@ export const RatesHandlers = HttpApiBuilder.group(
   "rates",
   Effect.fn(function*(handlers) {
     const rates = yield* RatesProvider
-
     return handlers.handle("getHistoricalExchangeRates", ({ payload, request }) =>
       Effect.flatMap(Effect.service(CurrentClient), (client) => {
       const query = toRatesQuery(payload, callerOf(client?.clientId, exchangeOf(request)?.clientIp))
@@ -84,27 +75,9 @@ export const RatesHandlers = HttpApiBuilder.group(
 )
 
 /**
- * POST /api/v1/exchange-rates as a ready answer (src/http/ReadyAnswers.ts): a query answered moments ago
- * whose answer still holds is sent from RatesAnswerMemo, without the HttpApi or the provider.
- *
- * The edge hands it the body decoded with the contract's own request schema (routeTable.ts), so no
- * request the HttpApi would refuse is answered here; a miss or an answer past its freshness is left to
- * the HttpApi, which on success remembers the new body (above).
- *
- * A repeat answered here never reaches the use case, so its caller is noted here (RatesDemand: the
- * refresh budget goes by callers, demand.ts); a miss is noted by the use case. Ready answers serve
- * anonymous requests only: the caller is the address's, as the handler counts it (`callerOf`).
- *
- * Composition: the handler (RatesHandlers) and this ready answer must share one memo and one demand, so
- * provide `RatesAnswerMemo.layer` and `RatesDemand.layer` once, under both the HttpApi routes and the
- * ReadyAnswers layer, e.g.
- *
- *   const Ready = Layer.effect(ReadyAnswers, Effect.all([ratesReadyAnswer, ...others]))
- *   Layer.mergeAll(ApiRoutes, Ready).pipe(Layer.provide(Layer.merge(RatesAnswerMemo.layer, RatesDemand.layer)))
- *
- * or provide those layers to each of them within one build (memoised by reference).
+ * The operation as a ready answer (src/http/ReadyAnswers.ts): a repeat whose answer holds, from RatesAnswerMemo (a miss goes to
+ * the HttpApi), its caller noted here (RatesDemand, demand.ts). Provide `RatesAnswerMemo.layer` and `RatesDemand.layer` once per build.
  */
-
 export const ratesReadyAnswer: Effect.Effect<ReadyAnswer, never, RatesAnswerMemo | RatesDemand> = Effect.gen(function*() {
   const memo = yield* RatesAnswerMemo
   const demand = yield* RatesDemand

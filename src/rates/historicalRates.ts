@@ -1,15 +1,6 @@
 /**
- * The rates use case (CONTRACT C4): one `historical` call, read top to bottom as its steps, each a
- * port (ports.ts) entered once for all the request's coins:
- *   1. currency and symbols, from lists held in memory (no upstream call);
- *   2. latest prices: live quotes where a feed quotes the coin (no credit), the first source's for the
- *      rest; 3. daily points of the coins, meanwhile;
- *   4. a second source for the coins the first cannot serve fresh now;
- *   5. the C4 body (answer.ts);
- *   6. the answer remembered, for the edge to repeat while it holds (answer.ts, RatesAnswerMemo).
- * All within `requestBudgetMs`: past it the request stops waiting (the work goes on and lands in the
- * copies). Who pays for what the request fetches is decided here: its caller (C4 "Under abuse").
- * Which adapters serve the ports, and in what order sources are asked, is decided in layer.ts.
+ * The rates use case (CONTRACT C4): one `historical` call as its steps, each a port (ports.ts) entered once for all coins,
+ * within `requestBudgetMs` (past it the work lands in the copies); the caller pays (C4 "Under abuse"). Wiring: layer.ts.
  */
 import { Clock, Effect, Layer } from "effect"
 import { assembleAnswer, coinIds, notServedFresh, RatesAnswerMemo, verdictOf, wantedCoins } from "./answer.ts"
@@ -35,7 +26,6 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
     const budget = options.requestBudgetMs
     const noPrices: PricesFound = { latest: new Map(), failure: undefined }
     const noQuotes: ReadonlyMap<string, Served<LiveQuote>> = new Map()
-
     /** Step 2: live quotes first; the first source's credits only for the coins they do not cover. */
     const latestPrices = (coins: ReadonlyArray<WantedCoin>, currency: string, spend: Spend) =>
       Effect.gen(function*() {
@@ -44,7 +34,6 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
         const latest = rest.length === 0 ? noPrices : yield* prices.latest(rest, currency, spend)
         return { quotes, latest }
       })
-
     const historical = (query: RatesQuery): Effect.Effect<RatesAnswer, RatesError> =>
       Effect.gen(function*() {
         // Every request the edge does not repeat counts its caller here (demand.ts; the edge's repeats: handlers.ts ratesReadyAnswer).
@@ -54,25 +43,20 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
         // The cold fetches of this request are charged to its caller; its failures count once in a breaker.
         const charge = Charge.request(query.caller)
         const currency = query.currency.toLowerCase()
-
-        // 1. The lists are held in memory; only right after start-up may a request wait for their first
-        //    load, and for no more than a third of its budget.
+        // 1. Lists held in memory: only right after start-up may a request wait for their load (a third of its budget).
         const listsDeadline = Math.min(deadline, startedAt + budget / 3)
         yield* directory.checkCurrency(currency, listsDeadline)
         const resolved = yield* directory.resolve(query.symbols, listsDeadline)
         const ids = coinIds(resolved)
-
         // 2 and 3. With a second source, the first has two thirds of the budget: the rest is the second's.
         const first = { charge, deadline: second.sourcing === undefined ? deadline : startedAt + (budget * 2) / 3 }
         const [{ latest, quotes }, charts] = yield* Effect.all([
           latestPrices(wantedCoins(resolved), currency, first),
           points.series(ids, currency, first)
         ], { concurrency: 2 })
-
         // 4. Only for what the first source could not serve fresh: when it serves, the second is never asked.
         const wanted = second.sourcing === undefined ? [] : notServedFresh(resolved, quotes, latest, charts)
         const fallback = wanted.length === 0 ? undefined : yield* second.ratesFor(wanted, currency, deadline)
-
         // 5. The C4 body.
         const answer = yield* Effect.fromResult(assembleAnswer({
           query: { ...query, currency },
@@ -85,7 +69,6 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
           second: fallback,
           secondSourcing: second.sourcing
         }))
-
         // 6. Remembered while every value behind it holds.
         return answers.remember(query, answer)
       }).pipe(
@@ -93,7 +76,6 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
         // No stack trace: capturing one costs an Error per request, and the span's name says where it is.
         Effect.withSpan("rates.historical", { attributes: { symbols: query.symbols.length, days: query.days } }, { captureStackTrace: false })
       )
-
     return RatesProvider.of({ historical })
   })
 

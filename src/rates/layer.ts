@@ -1,13 +1,7 @@
 /**
- * The rates capability wired: the use case (historicalRates.ts) over its ports (ports.ts), each served
- * by an adapter, as configured. The order of sources is stated here and only here:
- *   1. latest prices: Coinbase Exchange's live quotes first, for the pairs it lists (coinbase/liveQuotes.ts,
- *      `COINBASE_WS_URL`, the public feed by default; `none`: no live quotes);
- *   2. CoinGecko for every step: the currency and symbols, the other latest prices, daily points (coingecko/);
- *   3. for the coins it cannot serve now, Coinbase Exchange (coinbase/, `RATES_FALLBACK=coinbase`, the
- *      default), or none (`RATES_FALLBACK=none`).
- * Where copies and guards live: in memory for one instance, through Redis for several (`layerRedis`);
- * the month's credits in the `DurableCell` and the kept history in the `DailyHistory` given.
+ * The use case (historicalRates.ts) over its adapters. The order of sources, stated only here: 1. Coinbase's live quotes
+ * (coinbase/liveQuotes.ts, `COINBASE_WS_URL`); 2. CoinGecko for every step (coingecko/); 3. Coinbase for what it cannot serve now
+ * (`RATES_FALLBACK`).
  */
 import { Effect, Layer } from "effect"
 import type { HttpClient } from "effect/http"
@@ -34,11 +28,7 @@ import type { DailyHistory } from "./history/DailyHistory.ts"
 import { LiveQuotes, SecondSource } from "./ports.ts"
 import type { RatesProvider } from "./RatesProvider.ts"
 
-/**
- * What Coinbase serves, over the Coinbase client given (memory or Redis guards), built only when used:
- * the live quotes by `COINBASE_WS_URL`, the second source by `RATES_FALLBACK`. Both share one client (one
- * 10-a-second bucket) and one product list: Layers are built once per build.
- */
+/** Coinbase's live quotes and second source, built only when configured; both share one client (one 10/s bucket) and product list. */
 const coinbaseSources = <R, L>(client: Layer.Layer<CoinbaseClient, never, R>, leadership: Layer.Layer<Leadership, never, L>) => {
   const coinbase = Layer.mergeAll(client, CoinbaseProducts.layer.pipe(Layer.provide(client)), leadership)
   return Layer.mergeAll(
@@ -49,14 +39,9 @@ const coinbaseSources = <R, L>(client: Layer.Layer<CoinbaseClient, never, R>, le
   )
 }
 
-/** The use case, its request budget from configuration. */
 const useCase = Layer.unwrap(Effect.map(CoinGeckoConfig, (config) => HistoricalRates.layer({ requestBudgetMs: config.requestBudgetMs })))
 
-/**
- * Everything but where copies and guards live. The memo of answers and the callers' demand are the
- * edge's too: provided within the server's one build (src/server.ts), `RatesAnswerMemo.layer` and
- * `RatesDemand.layer` are one instance each for the edge, the use case and the latest prices.
- */
+/** All but copies and guards. The answer memo and demand are the edge's too: one instance each within one build (src/server.ts). */
 const wired = <R, L>(coinbaseClient: Layer.Layer<CoinbaseClient, never, R>, leadership: Layer.Layer<Leadership, never, L>) =>
   useCase.pipe(
     Layer.provide(Layer.mergeAll(
@@ -68,10 +53,7 @@ const wired = <R, L>(coinbaseClient: Layer.Layer<CoinbaseClient, never, R>, lead
     ).pipe(Layer.provideMerge(CoinGeckoLatestPrices.RatesDemand.layer)))
   )
 
-/**
- * Over a CoinGecko client, month's budget and store of copies given (tests: stand-ins); Coinbase's guards
- * in memory, its feed held by this process alone.
- */
+/** Over the CoinGecko client, month's budget and copies given (tests: stand-ins); Coinbase's guards in memory, its feed held alone. */
 export const layerOverCoinGecko = wired(CoinbaseClient.layer, Leadership.layerAlone)
 
 /** The memory store of copies, bounded by COINGECKO_CACHE_MAX_MB. */
@@ -79,11 +61,7 @@ const memoryCopies = Layer.unwrap(Effect.map(CoinGeckoConfig, (config) => CopySt
 
 type Needs = HttpClient.HttpClient | Socket.WebSocketConstructor | DurableCell | DailyHistory | CoinGeckoConfig | CoinbaseConfig
 
-/**
- * One instance over the store of copies given (tests: one they can age), its configuration given (tests
- * replace Coinbase's guards with `CoinbaseConfig.layerWith`): budgets and breakers in memory. Also gives
- * the month's budget (its ledger), for metrics and tests.
- */
+/** One instance over the copies given (tests: one they can age): budgets and breakers in memory; also the month's budget. */
 export const layerOverStore: Layer.Layer<RatesProvider | MonthlyBudget, never, Needs | CopyStore> = layerOverCoinGecko.pipe(
   Layer.provide(CoinGeckoClient.layer),
   Layer.provideMerge(MonthlyBudget.layer)
@@ -92,12 +70,7 @@ export const layerOverStore: Layer.Layer<RatesProvider | MonthlyBudget, never, N
 /** One instance, its configuration given: copies in memory too. */
 export const layerConfigured: Layer.Layer<RatesProvider | MonthlyBudget, never, Needs> = layerOverStore.pipe(Layer.provide(memoryCopies))
 
-/**
- * Several instances, its configuration given: the copies, the lists, CoinGecko's budgets and breaker and
- * Coinbase's bucket and breaker shared through Redis under `keyPrefix`: what one instance fetched serves
- * the others, and all stay within one budget; one instance holds Coinbase's feed for all (feed/relay.ts).
- * Single flight stays per instance.
- */
+/** Several instances: copies, lists, budgets and breakers shared in Redis under `keyPrefix`; one holds the feed (feed/relay.ts). */
 export const layerRedisConfigured = (keyPrefix: string): Layer.Layer<RatesProvider | MonthlyBudget, never, Needs | Redis.Redis> =>
   wired(CoinbaseClient.layerRedis(keyPrefix), LeadershipRedis.layerRedis({ prefix: keyPrefix })).pipe(
     Layer.provide(Layer.mergeAll(CoinGeckoClient.layerRedis(keyPrefix), CopyStore.layerRedis({ prefix: `${keyPrefix}rates-cache:` }))),

@@ -1,14 +1,4 @@
-/**
- * The rates sources against the real providers, for `npm run smoke:live` (src/cli/smokeLive.ts): one call
- * of each kind the service makes, through the service's own clients (coingecko/CoinGeckoClient.ts,
- * coinbase/CoinbaseClient.ts: the same requests, guards and response schemas) on the upstream client
- * given (src/platform/upstreamHttp.ts: the same User-Agent), and `feedSeconds` of Coinbase's feed read
- * by the service's own reader (coinbase/feed/connection.ts). Each check says what the provider answered;
- * a refusal, an error or a shape we cannot read is `ok: false`. Never fails.
- *
- * CoinGecko's calls cost a credit each (5, with COINGECKO_API_KEY when set); they are counted on a
- * ledger of their own in memory, never on the service's.
- */
+/** `npm run smoke:live`: one call of each kind to the real providers, and their feed, by the service's own clients (5 CoinGecko credits). */
 import { Clock, Duration, Effect, Fiber, Layer, Queue } from "effect"
 import type { HttpClient } from "effect/http"
 import type { Socket } from "effect/socket"
@@ -28,10 +18,8 @@ interface LiveCheckResult {
   readonly ok: boolean
   readonly detail: string
 }
-
 const DAY_MS = 86_400_000
 
-/** One call: what it answered, summed up by `describe`, or why not. */
 const check = <A, E extends { readonly message: string }>(provider: string, call: string, effect: Effect.Effect<A, E>, describe: (a: A) => string) =>
   effect.pipe(
     Effect.match({

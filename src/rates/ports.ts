@@ -1,14 +1,4 @@
-/**
- * The ports the rates use case (historicalRates.ts) calls, one per step, each a service whose live
- * Layer is an adapter of one source (coingecko/, coinbase/) and whose test Layer is a fake:
- *   1. `CoinDirectory`: is the currency quoted, which coin is each symbol (lists held, no call);
- *   2. `LiveQuotes`: the latest price and 24 h change of the coins a live feed quotes (no credit spent),
- *      then `LatestPrices`: the latest price and % changes of the others;
- *   3. `DailyPoints`: the year of daily points of the coins;
- *   4. `SecondSource`: a whole rate for the coins the first source cannot serve now.
- * Each takes the request's coins at once (one step, one call) and says who pays for what it fetches
- * (`Charge`, decided by the use case). Failures are `SourceError`s, whichever source failed.
- */
+/** The ports of the use case (historicalRates.ts), one per step, each live Layer an adapter of one source; each takes all the coins at once. */
 import { Context, Effect, Layer, type Result } from "effect"
 import type { Served } from "./copies/entry.ts"
 import type { DailyPoint } from "./dailySeries.ts"
@@ -21,7 +11,6 @@ export interface Coin {
   readonly id: string
   readonly name: string
 }
-
 export interface Resolved {
   /** Every symbol asked, with its coin or null (unknown). */
   readonly coins: ReadonlyMap<string, Coin | null>
@@ -76,15 +65,9 @@ export interface LiveQuote {
 export class LiveQuotes extends Context.Service<LiveQuotes, {
   /** Which source it is, and its attribution; none: no live quotes (`COINBASE_WS_URL=none`). */
   readonly sourcing: Sourcing | undefined
-  /**
-   * The coins of `coins` quoted live in `currency` (lower-case), each with when its price was observed
-   * (`storedAt`) and until when an answer may repeat it (`holdsUntil`). A coin the source does not
-   * quote, or whose quote cannot be had by `deadline` (epoch ms), is absent: the next port prices it.
-   * Never fails.
-   */
+  /** The coins quoted live in `currency` (lower-case); one not quoted, or not had by `deadline` (epoch ms), is absent. Never fails. */
   readonly quotes: (coins: ReadonlyArray<WantedCoin>, currency: string, deadline: number) => Effect.Effect<ReadonlyMap<string, Served<LiveQuote>>>
 }>()("app/rates/LiveQuotes") {
-  /** No live quotes: every latest price is `LatestPrices`'. */
   static readonly layerNone: Layer.Layer<LiveQuotes> = Layer.succeed(LiveQuotes)({
     sourcing: undefined,
     quotes: () => Effect.succeed(new Map())
@@ -95,11 +78,9 @@ export class LiveQuotes extends Context.Service<LiveQuotes, {
 export type Chart = ReadonlyArray<DailyPoint> | null
 
 export class DailyPoints extends Context.Service<DailyPoints, Sourcing & {
-  /** Per coin id: its series, or why it could not be had. */
   readonly series: (ids: ReadonlyArray<string>, currency: string, spend: Spend) => Effect.Effect<ReadonlyMap<string, Result.Result<Served<Chart>, SourceError>>>
 }>()("app/rates/DailyPoints") {}
 
-/** A coin to serve: the symbol asked and the coin it resolved to. */
 export interface WantedCoin {
   readonly symbol: string
   readonly id: string
@@ -117,7 +98,6 @@ export interface SecondRate {
   /** Until when an answer made of it may be repeated: short, so that the first source serves again soon. */
   readonly holdsUntil: number
 }
-
 export type SecondOutcome =
   | { readonly _tag: "Served"; readonly rate: SecondRate }
   | { readonly _tag: "Failed"; readonly error: SourceError }
@@ -125,10 +105,7 @@ export type SecondOutcome =
 export class SecondSource extends Context.Service<SecondSource, {
   /** Which source it is, and its attribution; none: the first source's failures reach the caller as they are. */
   readonly sourcing: Sourcing | undefined
-  /**
-   * Per coin id, its rate in `currency` (lower-case), or why not: kind `not-found` when the source does
-   * not list the coin in that currency. Stops waiting at `deadline` (epoch ms). Never fails as a whole.
-   */
+  /** Per coin id, its rate in `currency` (lower-case) or why not (`not-found`: not listed); waits until `deadline`. Never fails. */
   readonly ratesFor: (coins: ReadonlyArray<WantedCoin>, currency: string, deadline: number) => Effect.Effect<ReadonlyMap<string, SecondOutcome>>
 }>()("app/rates/SecondSource") {
   /** No second source (`RATES_FALLBACK=none`). */

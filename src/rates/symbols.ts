@@ -1,11 +1,4 @@
-/**
- * The curated ticker → CoinGecko coin map (CONTRACT C4).
- *
- * Tickers are ambiguous upstream: `/coins/list` holds bridged and copycat tokens that share a symbol
- * (ETH alone has dozens). For the coins a landing page actually shows we decide the asset ourselves,
- * which is deterministic and costs no upstream call. Anything not listed here goes to the upstream's
- * symbol lookup (top-ranked coin wins).
- */
+/** Curated ticker → CoinGecko coin (CONTRACT C4): tickers are ambiguous upstream (ETH has dozens); others go to the symbol lookup. */
 
 export interface CuratedCoin {
   /** CoinGecko coin id, e.g. "bitcoin". */
@@ -55,7 +48,6 @@ const entries: ReadonlyArray<readonly [symbol: string, id: string, name: string]
   ["XTZ", "tezos", "Tezos"]
 ]
 
-/** Upper-case ticker → coin. */
 export const curatedCoins: ReadonlyMap<string, CuratedCoin> = new Map(
   entries.map(([symbol, id, name]) => [symbol, { id, name }] as const)
 )

@@ -1,11 +1,4 @@
-/**
- * The data of the deterministic fake `RatesProvider.layerTest` (handler tests): no network, no clock,
- * the same answer every run. Plain data and functions: it imports nothing of the port that uses it.
- *
- * Knows BTC, ETH and SOL. Two magic symbols reach the error paths of the HTTP layer: "DOWN" (an
- * upstream error, 502) and "BUSY" (unavailable for 30 s, 503). Currencies: usd, eur, gbp, jpy; any
- * other is unsupported (400).
- */
+/** Data of the fake `RatesProvider.layerTest`: BTC, ETH, SOL in usd, eur, gbp, jpy (else 400); "DOWN" → 502, "BUSY" → 503 (30 s). */
 import { DAY_MS } from "./dailySeries.ts"
 
 /** The fixed "now" of the fake: 2026-11-22T10:00:00Z. Its last daily point is 2026-11-22T00:00:00Z. */
@@ -17,7 +10,6 @@ export const testCoins: ReadonlyMap<string, { readonly id: string; readonly name
   ["ETH", { id: "ethereum", name: "Ethereum", basePriceUsd: 3_200 }],
   ["SOL", { id: "solana", name: "Solana", basePriceUsd: 150 }]
 ])
-
 export const testCurrencies: ReadonlyMap<string, number> = new Map([
   ["usd", 1],
   ["eur", 0.92],
@@ -49,7 +41,6 @@ const rateFor = (symbol: string, days: number, fx: number) => {
   }
 }
 
-/** What the fake answers a query: a C4 body, or which error. */
 export const testAnswer = (query: { readonly symbols: ReadonlyArray<string>; readonly currency: string; readonly days: number }) => {
   if (query.symbols.includes("DOWN")) return { _tag: "Down" } as const
   if (query.symbols.includes("BUSY")) return { _tag: "Busy" } as const

@@ -1,11 +1,4 @@
-/**
- * What every rates source shares (CoinGecko, Coinbase Exchange): how a call to it fails, what each
- * failure means to the caller of the rates operation (502, or 503 with Retry-After), and who pays for a
- * call (upstreamCall.ts says what each means to a circuit breaker).
- *
- * One error type for every source (`SourceError`, naming its source), so that the ports and the use
- * case never import an adapter's error.
- */
+/** What every rates source shares: how a call fails (`SourceError`), what that means to the caller (502 or 503), and who pays (`Charge`). */
 import { Data, Effect } from "effect"
 import { RatesUnavailableError, RatesUpstreamError, type SourceName } from "./RatesProvider.ts"
 
@@ -32,7 +25,6 @@ export type SourceFailureKind =
   | "unavailable"
 
 const displayName: Record<SourceName, string> = { coingecko: "CoinGecko", coinbase: "Coinbase" }
-
 export class SourceError extends Data.TaggedError("SourceError")<{
   readonly source: SourceName
   readonly kind: SourceFailureKind
@@ -59,15 +51,7 @@ export const toRatesError = (error: SourceError): RatesUpstreamError | RatesUnav
     ? new RatesUnavailableError({ reason: error.message, retryAfterSeconds: Math.max(1, error.retryAfterSeconds) })
     : new RatesUpstreamError({ reason: error.message })
 
-// ---------------------------------------------------------------------------------------------------
-// Who pays
-
-/**
- * Who pays for a call (CONTRACT C4 "Under abuse and faults"): a request, charged to its caller's share
- * of the budget, or the service itself in the background (refreshes, the lists). Decided by whoever
- * starts the work (the use case for a request, the copies for a refresh) and passed to the client,
- * which asks the budgets. A request's charge is mutable on purpose: one request, one failure in the breaker.
- */
+/** Who pays for a call (C4 "Under abuse and faults"): a request (its caller's share) or the background; mutable: one request, one breaker failure. */
 export type Charge =
   | {
     readonly _tag: "Request"

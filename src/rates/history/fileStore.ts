@@ -1,10 +1,4 @@
-/**
- * The kept history in files under DATA_DIR, one per series:
- * `DATA_DIR/rates-history/<source>/<currency>/<coin>.json` = `{"version":1,"coveredFrom":ms,"coveredTo":ms,
- * "points":[[ms,price],...]}`. A write is a read-merge-write under the file's lock (workers of one
- * DATA_DIR never lose each other's days) and an atomic replace (a reader never sees half a file).
- * A file that does not decode is handed back as a series no validation accepts; the next write replaces it.
- */
+/** Kept history in files, `DATA_DIR/rates-history/<source>/<currency>/<coin>.json`: read-merge-write under the file's lock, atomic replace. */
 import { createHash } from "node:crypto"
 import * as path from "node:path"
 import { Effect, Option, Schema } from "effect"

@@ -1,9 +1,6 @@
 /**
- * The kept history in PostgreSQL (tables of src/database/migrations.ts "2_rates_history"), on the
- * process's one pool: `rates_daily_points` one row per day (the first write wins, unless what is held is
- * no price at all: NaN, 0, negative, infinite), `rates_daily_coverage` one row per series (the hull, LEAST/GREATEST, in the same
- * statement as its upsert). Days travel as integers (days since 1970-01-01), never as local dates.
- * Rows are handed back as read (a price may be anything a hand in SQL wrote): DailyHistory validates.
+ * Kept history in PostgreSQL (src/database/migrations.ts "2_rates_history"): a row per day (first write wins unless the held
+ * one is no price), a coverage row per series (the hull); days as integers since 1970-01-01. DailyHistory validates reads.
  */
 import { Effect } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
@@ -36,8 +33,7 @@ export const makePostgresStore = ({ sql }: DatabaseShape): SeriesStore<SqlError>
       })
     ),
   write: ({ coin, currency, source }, series) => {
-    // As text: the driver infers an array's type from its elements, and the shortest decimal form
-    // of a double reads back as the same double.
+    // As text: the driver infers an array's type from its elements; a double's shortest decimal reads back the same.
     const days = series.points.map(([day]) => String(day / DAY_MS))
     const prices = series.points.map(([, price]) => String(price))
     return sql.withTransaction(Effect.gen(function*() {
