@@ -1,32 +1,25 @@
 /**
- * The kept history of daily points (CONTRACT C4 "Over a month"): a closed day's point never changes,
- * so it is fetched once, stored durably and shared by every instance; only days outside what is held
- * are asked of a source again (keptSeries.ts).
- *
- * Per series (coin, currency, source): the days held, and the range of days already asked of the
- * source (`coveredFrom`..`coveredTo`), with or without a point (a coin listed later has none before).
- *
- * One service over three stores (memory, files under DATA_DIR, PostgreSQL with DATABASE_URL), each only
- * keeping and handing back (dailySeries.ts `SeriesStore`): what any store hands back is validated here, the same way,
- * so a day that is not a positive price at 00:00 UTC never reaches an answer, whoever wrote it.
+ * The kept history of daily points (CONTRACT C4): a closed day never changes, so it is fetched once and shared; sources
+ * are asked only for days not held nor asked before, so held days serve while a source is down. Store reads are validated
+ * here, whoever wrote. Reads and writes are generators, not callbacks: each crosses into a store once.
  */
-import { Clock, Context, Data, Effect, Layer, Option } from "effect"
+import { Clock, Context, Data, Effect, Layer, Option, Result } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
 import { AppConfig } from "../../config/AppConfig.ts"
 import { Database, reasonOf } from "../../database/Database.ts"
 import { recordBadHistoryDays } from "../../observability/metrics.ts"
 import type { FileError } from "../../platform/files.ts"
 import type { StartupFailure } from "../../lifecycle/StartupFailure.ts"
-import { type HeldSeries, lastPublishedDay, type SeriesId, type SeriesStore, seriesKey, validSeries } from "../dailySeries.ts"
-import type { SourceName } from "../upstream.ts"
+import { coveredBy, type DailyPoint, type DayRange, type HeldSeries, lastPublishedDay, missingRanges, neededDays, pointsWithin, type SeriesId, type SeriesStore, seriesKey, validSeries } from "../dailySeries.ts"
+import type { Charge, SourceError, SourceName } from "../upstream.ts"
 import { makeFileStore } from "./fileStore.ts"
 import { makeMemoryStore } from "./memoryStore.ts"
 import { makePostgresStore } from "./postgresStore.ts"
 
 export type { HeldSeries } from "../dailySeries.ts"
 
-/** The history could not be read or written (a file, PostgreSQL). Never holds data or the URL. */
-export class HistoryError extends Data.TaggedError("HistoryError")<{
+/** Never holds data or the URL. */
+class HistoryError extends Data.TaggedError("HistoryError")<{
   readonly operation: string
   readonly reason: string
 }> {
@@ -37,18 +30,12 @@ export class HistoryError extends Data.TaggedError("HistoryError")<{
 
 export interface DailyHistoryShape {
   readonly read: (id: SeriesId<SourceName>) => Effect.Effect<Option.Option<HeldSeries>, HistoryError>
-  /** Adds days: coverage becomes the hull of the held and the new; a day already held is kept as is (first write wins). */
+  /** Coverage becomes the hull of the held and the new; a day already held is kept (first write wins). */
   readonly write: (id: SeriesId<SourceName>, series: HeldSeries) => Effect.Effect<void, HistoryError>
 }
 
-/** Series already reported, at most this many (then forgotten at once). */
-const REPORTED_CAPACITY = 1_000
+const REPORTED_CAPACITY = 1_000 // series reported; then all forgotten at once
 
-/**
- * A store behind the one validation, its failures as `HistoryError`. Each read and write is one
- * generator: it calls the store and the validation (dailySeries.ts) and resumes here, no callback of
- * this file entered in between.
- */
 const validated = <E>(store: SeriesStore<E>, reasonOf: (error: E) => string): DailyHistoryShape => {
   const reported = new Set<string>()
   function* reportOnce(id: SeriesId, line: string, detail: string) {
@@ -85,23 +72,84 @@ const validated = <E>(store: SeriesStore<E>, reasonOf: (error: E) => string): Da
 }
 
 export class DailyHistory extends Context.Service<DailyHistory, DailyHistoryShape>()("app/rates/DailyHistory") {
-  /** In memory: one process, gone with it (tests, which may keep this handle to read what was kept). */
+  /** Tests may keep this handle to read what was kept. */
   static readonly makeMemory = (): DailyHistoryShape => validated(makeMemoryStore(), () => "never")
-
   static readonly layerMemory: Layer.Layer<DailyHistory> = Layer.sync(DailyHistory, DailyHistory.makeMemory)
-
-  /** One file per series under `dataDir` (rates-history/). */
   static readonly layerFiles = (dataDir: string): Layer.Layer<DailyHistory> =>
     Layer.sync(DailyHistory, () => validated(makeFileStore(dataDir), (error: FileError) => error.message))
-
-  /** In PostgreSQL, on the process's one pool (`Database.layer`, built once whoever provides it). */
+  /** On the process's one pool (`Database.layer`, built once whoever provides it). */
   static readonly layerPostgres: Layer.Layer<DailyHistory, StartupFailure, AppConfig> = Layer.effect(
     DailyHistory,
     Effect.map(Database, (database) => validated(makePostgresStore(database), (error: SqlError) => `PostgreSQL: ${reasonOf(error)}`))
   ).pipe(Layer.provide(Database.layer))
-
-  /** Where it lives (CONTRACT C2, C4): PostgreSQL with DATABASE_URL (every instance shares it), else files under DATA_DIR. */
+  /** CONTRACT C2, C4: PostgreSQL with DATABASE_URL (every instance shares it), else files under DATA_DIR. */
   static readonly layer: Layer.Layer<DailyHistory, StartupFailure, AppConfig> = Layer.unwrap(
     Effect.map(AppConfig, ({ dataDir, databaseUrl }) => (databaseUrl === undefined ? DailyHistory.layerFiles(dataDir) : DailyHistory.layerPostgres))
   )
+}
+
+export interface SeriesOf {
+  readonly coin: string
+  readonly currency: string
+}
+
+/** A source's closes of the days of `range` (points at 00:00 UTC inside it), paid by `charge`. */
+export type FetchCloses<S extends SeriesOf> = (series: S, range: DayRange, now: number, charge: Charge) => Effect.Effect<ReadonlyArray<DailyPoint>, SourceError>
+
+export interface KeptSeries<S extends SeriesOf> {
+  /** The days needed at `now` (dailySeries.ts `neededDays`): held ones, the missing fetched and kept. */
+  readonly fetch: (series: S, charge: Charge) => Effect.Effect<ReadonlyArray<DailyPoint>, SourceError>
+  /** For when the source cannot serve the rest; none when nothing of the need is held. */
+  readonly held: (series: S) => Effect.Effect<Option.Option<ReadonlyArray<DailyPoint>>>
+}
+
+/** The store never fails a request the source can serve: a failed read is nothing held, a failed write is skipped; logged once until it works again. */
+export const makeKeptSeries = <S extends SeriesOf>(
+  history: DailyHistoryShape,
+  source: SourceName,
+  options: { readonly seriesDays: number; readonly closes: FetchCloses<S> }
+): KeptSeries<S> => {
+  let failing = false
+  function* storeFailed(error: HistoryError) {
+    if (failing) return
+    failing = true
+    yield* Effect.logWarning(`rates history unavailable; fetching from ${source} without it`, error.message)
+  }
+  function* readHeld({ coin, currency }: SeriesOf) {
+    const read = yield* Effect.result(history.read({ coin, currency, source }))
+    if (Result.isFailure(read)) {
+      yield* storeFailed(read.failure)
+      return undefined
+    }
+    if (failing) {
+      failing = false
+      yield* Effect.logInfo("rates history available again")
+    }
+    return Option.getOrUndefined(read.success)
+  }
+  const fetch = (series: S, charge: Charge) =>
+    Effect.gen(function*() {
+      const { coin, currency } = series
+      const now = yield* Clock.currentTimeMillis
+      const held = yield* readHeld(series)
+      const need = neededDays(now, options.seriesDays)
+      const byDay = new Map<number, number>(held === undefined ? [] : pointsWithin(held.points, need))
+      for (const range of missingRanges(held, need)) {
+        const closes = yield* options.closes(series, range, now, charge)
+        for (const [day, price] of closes) if (!byDay.has(day)) byDay.set(day, price)
+        const added = coveredBy(range, closes, need)
+        if (added === undefined) continue
+        const wrote = yield* Effect.result(history.write({ coin, currency, source }, added))
+        if (Result.isFailure(wrote)) yield* storeFailed(wrote.failure)
+      }
+      return [...byDay].sort((a, b) => a[0] - b[0]).map(([day, price]): DailyPoint => [day, price] as const)
+    })
+  const held = (series: S) =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const found = yield* readHeld(series)
+      const points = found === undefined ? [] : pointsWithin(found.points, neededDays(now, options.seriesDays))
+      return points.length === 0 ? Option.none() : Option.some(points)
+    })
+  return { fetch, held }
 }
