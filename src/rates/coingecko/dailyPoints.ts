@@ -19,7 +19,13 @@ import { ATTRIBUTION } from "./latestPrices.ts"
 /** Every series is fetched for the longest `days` allowed (C4) and sliced. */
 const SERIES_DAYS = 365
 const ChartSchema = Schema.NullOr(Schema.Array(Schema.Tuple([Schema.Finite, Schema.Finite])))
-const chartKey = (id: string, currency: string) => `rates:v2:chart:${id}:${currency}`
+// A series' copy is held under its store key, which names its coin and currency (neither holds a colon).
+const CHART = "rates:v2:chart:"
+const chartKey = (id: string, currency: string) => `${CHART}${id}:${currency}`
+const seriesOf = (key: string): SeriesOf => {
+  const [coin = "", currency = ""] = key.slice(CHART.length).split(":")
+  return { coin, currency }
+}
 
 interface SeriesOf {
   readonly coin: string
@@ -79,17 +85,16 @@ const makeDailyPoints = Effect.gen(function*() {
   })
 
   /** The series, held days first; null for a coin CoinGecko does not know (404). */
-  const fetch = (keys: ReadonlyArray<SeriesOf>, charge: Charge) =>
+  const fetch = (keys: ReadonlyArray<string>, charge: Charge) =>
     Effect.forEach(keys, (key) =>
-      kept.fetch(key, charge).pipe(
+      kept.fetch(seriesOf(key), charge).pipe(
         Effect.catchIf((error) => error.kind === "not-found", () => Effect.succeed(null)),
-        Effect.map((chart): readonly [SeriesOf, Chart] => [key, chart])
+        Effect.map((chart): readonly [string, Chart] => [key, chart])
       ))
 
-  const copies = yield* makeCopies<SeriesOf, Chart>({
+  const copies = yield* makeCopies<string, Chart>({
     name: "daily points",
     source: "coingecko",
-    keyOf: ({ coin, currency }) => chartKey(coin, currency),
     value: ChartSchema,
     timing: chartTiming,
     isNegative: (value) => value === null,
@@ -113,12 +118,12 @@ const makeDailyPoints = Effect.gen(function*() {
     attribution: ATTRIBUTION,
     series: (ids, currency, { charge, deadline }) =>
       Effect.gen(function*() {
-        const keys = ids.map((coin) => ({ coin, currency }))
+        const keys = ids.map((coin) => chartKey(coin, currency))
         const { failures, served } = yield* copies.getAll(keys, charge, deadline)
         const out = new Map<string, Result.Result<Served<Chart>, SourceError>>()
-        for (const key of keys) {
-          const found = served.get(key)
-          out.set(key.coin, found !== undefined ? Result.succeed(found) : yield* heldInstead(key, failures.get(key)!))
+        for (const [i, coin] of ids.entries()) {
+          const found = served.get(keys[i]!)
+          out.set(coin, found !== undefined ? Result.succeed(found) : yield* heldInstead({ coin, currency }, failures.get(keys[i]!)!))
         }
         return out
       })

@@ -333,11 +333,12 @@ const LatestSchema = Schema.NullOr(Schema.Struct({
   change30d: Schema.NullOr(Schema.Finite)
 }))
 
-const latestKey = (currency: string, id: string) => `rates:v2:latest:${currency}:${id}`
-
-interface PriceOf {
-  readonly currency: string
-  readonly id: string
+// A price's copy is held under its store key, which names its currency and coin (ids hold no colon).
+const LATEST = "rates:v2:latest:"
+const latestKey = (currency: string, id: string) => `${LATEST}${currency}:${id}`
+const priceOf = (key: string) => {
+  const [currency = "", id = ""] = key.slice(LATEST.length).split(":")
+  return { currency, id }
 }
 
 const toLatest = (row: MarketRow): NonNullable<Latest> => ({
@@ -358,31 +359,30 @@ const makeLatestPrices = Effect.gen(function*() {
 
   // Fresh for its unit's interval, refreshed an attempt's time before it ends, served one interval more
   // while the refresh runs or the pace holds it back; past that a request waits (an outage: stale).
-  const timing = (value: Latest, storedAt: number, { currency }: PriceOf): Timing => {
+  const timing = (value: Latest, storedAt: number, key: string): Timing => {
     if (value === null) return freshFor(Duration.seconds(config.latestTtlSeconds))
-    const ttl = Duration.millis(pacer.interval(currency, storedAt))
+    const ttl = Duration.millis(pacer.interval(priceOf(key).currency, storedAt))
     return { ttl, refreshAhead: Duration.min(Duration.divideUnsafe(ttl, 2), attemptTimeout), grace: ttl }
   }
 
   /** One call for `keys` (all of one currency), taking its unit along, so the unit's prices stay in step. */
-  const fetch = (keys: ReadonlyArray<PriceOf>, charge: Charge) =>
+  const fetch = (keys: ReadonlyArray<string>, charge: Charge) =>
     Effect.gen(function*() {
-      const currency = keys[0]!.currency
+      const { currency } = priceOf(keys[0]!)
       const now = yield* Clock.currentTimeMillis
-      const asked = keys.map((key) => key.id)
+      const asked = keys.map((key) => priceOf(key).id)
       const batch = [...new Set([...asked, ...pacer.unit(currency, now)])].slice(0, Math.max(asked.length, UNIT_SIZE)).sort()
       const rows = yield* client.marketsByIds(currency, batch, charge)
       const byId = new Map(rows.map((row) => [row.id, row] as const))
-      return batch.map((id): readonly [PriceOf, Latest] => {
+      return batch.map((id): readonly [string, Latest] => {
         const row = byId.get(id)
-        return [{ currency, id }, row === undefined ? null : toLatest(row)]
+        return [latestKey(currency, id), row === undefined ? null : toLatest(row)]
       })
     })
 
-  const copies = yield* makeCopies<PriceOf, Latest>({
+  const copies = yield* makeCopies<string, Latest>({
     name: "latest prices",
     source: "coingecko",
-    keyOf: ({ currency, id }) => latestKey(currency, id),
     value: LatestSchema,
     timing,
     isNegative: (value) => value === null,
@@ -392,8 +392,11 @@ const makeLatestPrices = Effect.gen(function*() {
     retryMs: config.auxiliaryRetryMs,
     // A currency's coins are refreshed together, one call.
     refreshGroup: {
-      of: ({ currency }) => `latest-unit:${currency}`,
-      keys: ({ currency }, now) => pacer.unit(currency, now).map((id) => ({ currency, id }))
+      of: (key) => `latest-unit:${priceOf(key).currency}`,
+      keys: (key, now) => {
+        const { currency } = priceOf(key)
+        return pacer.unit(currency, now).map((id) => latestKey(currency, id))
+      }
     }
   })
 
@@ -403,13 +406,13 @@ const makeLatestPrices = Effect.gen(function*() {
     latest: (ids, currency, { charge, deadline }) =>
       Effect.gen(function*() {
         pacer.note(currency, ids, yield* Clock.currentTimeMillis)
-        const keys = ids.map((id) => ({ currency, id }))
+        const keys = ids.map((id) => latestKey(currency, id))
         const { failure, served } = yield* copies.getAll(keys, charge, deadline)
         const latest = new Map<string, Served<Latest>>()
-        for (const key of keys) {
-          const found = served.get(key)
-          if (found !== undefined) latest.set(key.id, found)
-        }
+        ids.forEach((id, i) => {
+          const found = served.get(keys[i]!)
+          if (found !== undefined) latest.set(id, found)
+        })
         return { latest, failure }
       })
   })
