@@ -1,5 +1,5 @@
 /** Pure helpers for daily series (CONTRACT C4: points at 00:00 UTC, oldest first): day arithmetic; the kept history's (history/) validation and merge. */
-import type { Effect } from "effect"
+import { Duration, type Effect } from "effect"
 
 export const DAY_MS = 86_400_000
 /** CoinGecko publishes the previous day's 00:00 UTC point at 00:35 UTC. */
@@ -16,7 +16,7 @@ export const millisUntilNextDailyPoint = (now: number): number => {
 }
 
 /** When the daily point stamped `day` (00:00 UTC) is published: at 00:35 UTC the next day. */
-export const publishedAt = (day: number): number => day + DAY_MS + DAILY_POINT_PUBLISHED_AFTER_MS
+const publishedAt = (day: number): number => day + DAY_MS + DAILY_POINT_PUBLISHED_AFTER_MS
 
 /** 00:00 UTC of the newest daily point published at `now` (the previous day's until 00:35 UTC). */
 export const lastPublishedDay = (now: number): number => {
@@ -147,12 +147,26 @@ export const missingRanges = (held: HeldSeries | undefined, need: DayRange): Arr
   return ranges
 }
 
-/** What a fetched range adds to the history; undefined when nothing is to be recorded. */
-export const coveredBy = (range: DayRange, closes: ReadonlyArray<DailyPoint>, need: DayRange): HeldSeries | undefined => {
-  const newest = closes.at(-1)?.[0]
-  if (range.to < need.to || newest === range.to) return { coveredFrom: range.from, coveredTo: range.to, points: closes }
-  return newest === undefined ? undefined : { coveredFrom: range.from, coveredTo: newest, points: closes }
-}
 
 export const pointsWithin = (points: ReadonlyArray<DailyPoint>, need: DayRange): ReadonlyArray<DailyPoint> =>
   points.filter(([day]) => day >= need.from && day <= need.to)
+
+/** A coin missing upstream may be listed later: asked again after an hour rather than on every request. */
+const MISSING_SERIES_MS = 3_600_000
+const MAX_SERIES_GRACE_MS = 3_600_000
+/** A newest close published late is asked again this often, for this long after it was due. */
+const LATE_CLOSE_RETRY_MS = 15 * 60_000
+const LATE_CLOSE_WINDOW_MS = 6 * 3_600_000
+
+/**
+ * How long a series stored at `storedAt` is held (the copies' timing): past points never change, so until
+ * the next daily point, or sooner while the newest close is late; a series not found (null), an hour.
+ */
+export const seriesTiming = (series: ReadonlyArray<DailyPoint> | null, storedAt: number) => {
+  if (series === null) return { ttl: Duration.millis(MISSING_SERIES_MS), refreshAhead: Duration.zero, grace: Duration.zero }
+  let ttl = millisUntilNextDailyPoint(storedAt)
+  const newest = lastPublishedDay(storedAt)
+  const late = series.at(-1)?.[0] === newest - DAY_MS && storedAt < publishedAt(newest) + LATE_CLOSE_WINDOW_MS
+  if (late) ttl = Math.min(ttl, LATE_CLOSE_RETRY_MS)
+  return { ttl: Duration.millis(ttl), refreshAhead: Duration.zero, grace: Duration.millis(Math.min(ttl, MAX_SERIES_GRACE_MS)) }
+}

@@ -3,12 +3,11 @@
  * until the next daily point; behind it the kept history (history/), which asks `/coins/{id}/market_chart/range`
  * only for the days it lacks, and serves them, stale, when CoinGecko cannot and no copy is held.
  */
-import { Clock, Duration, Effect, Layer, Option, Result, Schema } from "effect"
+import { Clock, Effect, Layer, Option, Result, Schema } from "effect"
 import { makeCopies } from "../copies/Copies.ts"
 import type { CopyStore } from "../copies/CopyStore.ts"
 import { deepFreeze } from "../../platform/deepFreeze.ts"
-import { freshFor, type Timing } from "../copies/entry.ts"
-import { DAY_MS, type DailyPoint, type DayRange, lastPublishedDay, millisUntilNextDailyPoint, publishedAt } from "../dailySeries.ts"
+import { DAY_MS, type DailyPoint, type DayRange, seriesTiming } from "../dailySeries.ts"
 import { DailyHistory, makeKeptSeries } from "../history/DailyHistory.ts"
 import { type Chart, DailyPoints, type Served } from "../ports.ts"
 import type { Charge, SourceError } from "../upstream.ts"
@@ -56,23 +55,6 @@ export const closesIn = (points: ReadonlyArray<ChartPoint>, range: DayRange): Ar
   return [...byDay].sort((a, b) => a[0] - b[0]).map(([day, price]) => [day, price] as const)
 }
 
-/** A coin missing upstream may be listed later; ask again after an hour rather than on every request. */
-const MISSING_COIN_TTL = Duration.hours(1)
-const MAX_SERIES_GRACE_MS = 3_600_000
-/** A newest close published late is asked again this often, for this long after it was due. */
-const LATE_CLOSE_RETRY_MS = 15 * 60_000
-const LATE_CLOSE_WINDOW_MS = 6 * 3_600_000
-
-/** Past points never change: complete until the next daily point (lacking a late close: until asked again). */
-const chartTiming = (value: Chart, storedAt: number): Timing => {
-  if (value === null) return freshFor(MISSING_COIN_TTL)
-  let ttl = millisUntilNextDailyPoint(storedAt)
-  const newest = lastPublishedDay(storedAt)
-  const late = value.at(-1)?.[0] === newest - DAY_MS && storedAt < publishedAt(newest) + LATE_CLOSE_WINDOW_MS
-  if (late) ttl = Math.min(ttl, LATE_CLOSE_RETRY_MS)
-  return { ttl: Duration.millis(ttl), refreshAhead: Duration.zero, grace: Duration.millis(Math.min(ttl, MAX_SERIES_GRACE_MS)) }
-}
-
 const makeDailyPoints = Effect.gen(function*() {
   const config = yield* CoinGeckoConfig
   const client = yield* CoinGeckoClient
@@ -96,7 +78,7 @@ const makeDailyPoints = Effect.gen(function*() {
     name: "daily points",
     source: "coingecko",
     value: ChartSchema,
-    timing: chartTiming,
+    timing: seriesTiming,
     isNegative: (value) => value === null,
     fetch,
     lastGoodMs: config.staleTtlHours * 3_600_000,

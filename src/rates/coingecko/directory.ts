@@ -3,7 +3,7 @@
  * by the curated map (symbols.ts) and the coin index (`/coins/list`, ranked by `/coins/markets`). The three lists
  * are pinned copies (copies/), each on its own, loaded in the background at start and daily.
  */
-import { Duration, Effect, Layer, Schema } from "effect"
+import { Duration, Effect, Layer, Option, Schema } from "effect"
 import { makeCopies } from "../copies/Copies.ts"
 import type { CopyStore } from "../copies/CopyStore.ts"
 import type { Timing } from "../copies/entry.ts"
@@ -132,11 +132,11 @@ const makeDirectory = Effect.gen(function*() {
 
   return CoinDirectory.of({
     checkCurrency: (currency, deadline) =>
-      currencies.get(CURRENCIES, Charge.background, deadline).pipe(
-        Effect.map((held) => held.value),
-        Effect.orElseSucceed(() => RELEASE_CURRENCIES),
-        Effect.flatMap((codes) => (setOf(codes).has(currency) ? Effect.void : Effect.fail(new UnsupportedCurrencyError({ currency }))))
-      ),
+      Effect.gen(function*() {
+        const held = yield* Effect.option(currencies.get(CURRENCIES, Charge.background, deadline))
+        const codes = Option.isSome(held) ? held.value.value : RELEASE_CURRENCIES
+        if (!setOf(codes).has(currency)) return yield* Effect.fail(new UnsupportedCurrencyError({ currency }))
+      }),
     resolve: (symbols, deadline) =>
       Effect.gen(function*() {
         const coins = new Map<string, Coin | null>()

@@ -10,7 +10,7 @@ import { Database, reasonOf } from "../../database/Database.ts"
 import { recordBadHistoryDays } from "../../observability/metrics.ts"
 import type { FileError } from "../../platform/files.ts"
 import type { StartupFailure } from "../../lifecycle/StartupFailure.ts"
-import { coveredBy, type DailyPoint, type DayRange, type HeldSeries, lastPublishedDay, missingRanges, neededDays, pointsWithin, type SeriesId, type SeriesStore, seriesKey, validSeries } from "../dailySeries.ts"
+import { type DailyPoint, type DayRange, type HeldSeries, lastPublishedDay, missingRanges, neededDays, pointsWithin, type SeriesId, type SeriesStore, seriesKey, validSeries } from "../dailySeries.ts"
 import type { Charge, SourceError, SourceName } from "../upstream.ts"
 import { makeFileStore } from "./fileStore.ts"
 import { makeMemoryStore } from "./memoryStore.ts"
@@ -152,4 +152,11 @@ export const makeKeptSeries = <S extends SeriesOf>(
       return points.length === 0 ? Option.none() : Option.some(points)
     })
   return { fetch, held }
+}
+
+/** What a fetched range adds to the history; undefined when nothing is to be recorded. */
+export const coveredBy = (range: DayRange, closes: ReadonlyArray<DailyPoint>, need: DayRange): HeldSeries | undefined => {
+  const newest = closes.at(-1)?.[0]
+  if (range.to < need.to || newest === range.to) return { coveredFrom: range.from, coveredTo: range.to, points: closes }
+  return newest === undefined ? undefined : { coveredFrom: range.from, coveredTo: newest, points: closes }
 }

@@ -5,7 +5,8 @@
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { closesIn } from "../../../src/rates/coingecko/dailyPoints.ts"
-import { coveredBy, missingRanges, neededDays } from "../../../src/rates/dailySeries.ts"
+import { missingRanges, neededDays } from "../../../src/rates/dailySeries.ts"
+import { coveredBy } from "../../../src/rates/history/DailyHistory.ts"
 
 const DAY = 86_400_000
 const T = Date.UTC(2026, 10, 22)
