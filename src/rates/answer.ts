@@ -2,8 +2,9 @@
  * Steps 5 and 6 of a `historical` call (CONTRACT C4): the body and until when it holds (pure), then the answer remembered.
  * A known coin served neither fresh nor from a last good copy fails the whole answer: a partial one would look complete.
  */
-import { Clock, Context, Effect, Exit, Layer, Result, Schema } from "effect"
+import { Context, Exit, Layer, Result, Schema } from "effect"
 import { ExchangeRatesResponse } from "../api/schemas.ts"
+import { clockedLayer } from "../platform/clockedLayer.ts"
 import { makeExpiringLru } from "./copies/CopyStore.ts"
 import { changesFromSeries, changesToPrice, type DailyPoint } from "./dailySeries.ts"
 import type { Chart, LiveQuote, PricesFound, Resolved, SecondOutcome, Served, Sourcing, WantedCoin } from "./ports.ts"
@@ -260,10 +261,7 @@ export const makeRatesAnswerMemo = (now: () => number, options: RatesAnswerMemoO
 export class RatesAnswerMemo extends Context.Service<RatesAnswerMemo, RatesAnswerMemoShape>()("app/RatesAnswerMemo") {
   /** A memo with these bounds, telling time by the Clock of the context it is built in (TestClock in tests). */
   static readonly layerWith = (options: RatesAnswerMemoOptions): Layer.Layer<RatesAnswerMemo> =>
-    Layer.effect(
-      RatesAnswerMemo,
-      Clock.clockWith((clock) => Effect.sync(() => makeRatesAnswerMemo(() => clock.currentTimeMillisUnsafe(), options)))
-    )
+    clockedLayer(RatesAnswerMemo, (now) => makeRatesAnswerMemo(now, options))
 
   /** 512 entries, 8 MiB of bodies. Provide it once per build: the use case and the edge share it. */
   static readonly layer: Layer.Layer<RatesAnswerMemo> = RatesAnswerMemo.layerWith({})

@@ -76,7 +76,7 @@ export const RatesHandlers = HttpApiBuilder.group(
 
 /**
  * The operation as a ready answer (src/http/ReadyAnswers.ts): a repeat whose answer holds, from RatesAnswerMemo (a miss goes to
- * the HttpApi), its caller noted here (RatesDemand, demand.ts). Provide `RatesAnswerMemo.layer` and `RatesDemand.layer` once per build.
+ * the HttpApi), its caller noted here (RatesDemand, coingecko/latestPrices.ts). Provide `RatesAnswerMemo.layer` and `RatesDemand.layer` once per build.
  */
 export const ratesReadyAnswer: Effect.Effect<ReadyAnswer, never, RatesAnswerMemo | RatesDemand> = Effect.gen(function*() {
   const memo = yield* RatesAnswerMemo

@@ -36,7 +36,7 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
       })
     const historical = (query: RatesQuery): Effect.Effect<RatesAnswer, RatesError> =>
       Effect.gen(function*() {
-        // Every request the edge does not repeat counts its caller here (demand.ts; the edge's repeats: handlers.ts ratesReadyAnswer).
+        // Every request the edge does not repeat counts its caller here (RatesDemand in coingecko/latestPrices.ts; the edge's repeats: handlers.ts ratesReadyAnswer).
         demand.note(query.caller, query.currency.toLowerCase())
         const startedAt = yield* Clock.currentTimeMillis
         const deadline = startedAt + budget

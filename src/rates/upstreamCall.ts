@@ -1,9 +1,7 @@
 /**
- * How a rates adapter calls its source over HTTP, the parts every source shares: one exchange read and
- * timed out, its status and body read into a value or a `SourceError` of the right kind, a cool-down
- * after a 429, and a logical call guarded by retries (transient failures only, jittered), an overall
- * time budget and a circuit breaker. Each client (coingecko/, coinbase/) adds its own budgets, limits
- * and error shapes around these.
+ * How a rates adapter calls its source over HTTP, the parts every source shares: one timed exchange read
+ * into a value or a typed `SourceError`, a cool-down after a 429, and a logical call guarded by jittered
+ * retries (transient only), a time budget and a circuit breaker. coingecko/ and coinbase/ add the rest.
  */
 import { Cause, Clock, Duration, Effect, Exit, Layer, Option, Schedule, type Schema, Semaphore } from "effect"
 import { type Headers, type HttpClient, type HttpClientRequest } from "effect/http"
@@ -38,7 +36,6 @@ export const clip = (text: string, max = 200) => (text.length > max ? `${text.sl
 
 const bodyKind = (body: string) => (/^\s*</.test(body) ? "an HTML page" : body.trim() === "" ? "an empty body" : "a non-JSON body")
 
-/** What a source's error bodies say, read by its own shapes; undefined when the body is not JSON. */
 type ErrorMessage = (json: unknown) => string
 
 export interface Reading {
@@ -49,10 +46,7 @@ export interface Reading {
   readonly rateLimitedSeconds: (raw: RawResponse) => number
   /** A source that takes our key: a 401/403 means the key was refused. */
   readonly keyed: boolean
-  /**
-   * A refusal the source explains in its own terms (CoinGecko's 401 with error 10012: the plan's history),
-   * read before the statuses' usual meaning; undefined when the body says nothing of the kind.
-   */
+  /** A refusal the source explains itself (CoinGecko's 401, error 10012: the plan's history), read before the status. */
   readonly ownRefusal?: ((status: number, json: unknown) => { readonly kind: SourceFailureKind; readonly reason: string } | undefined) | undefined
 }
 
@@ -84,11 +78,7 @@ export const interpretResponse = <A>(reading: Reading, what: string, raw: RawRes
   return fail(source, "rejected", `${what}: unexpected ${status} (${said})`)
 }
 
-/**
- * What became of one exchange, for a source that bills its answers (CoinGecko): whether the request
- * went out, the status answered, or that it ended with no answer (a transport failure before one).
- * Neither status nor `unanswered` after it went out: we stopped waiting (a timeout, an interruption).
- */
+/** What became of one exchange (CoinGecko bills answers); sent, with no status and not `unanswered`: we stopped waiting. */
 export interface Exchange {
   sent: boolean
   status: number | undefined
@@ -100,10 +90,7 @@ export const newExchange = (): Exchange => ({ sent: false, status: undefined, un
 /** Whether a source that bills its answers billed an exchange: it answered 200, or may have (it went out and we stopped waiting). */
 export const billed = (exchange: Exchange) => exchange.status === 200 || (exchange.sent && exchange.status === undefined && !exchange.unanswered)
 
-/**
- * One HTTP exchange, read, within `timeoutMs`; a transport failure or a timeout is transient. `exchange`,
- * when given, learns what became of it.
- */
+/** One HTTP exchange, read, within `timeoutMs` (a transport failure or timeout is transient), told to `exchange`. */
 const sendOnce = (
   http: HttpClient.HttpClient,
   source: SourceName,
@@ -168,10 +155,7 @@ const breakerOutcome = (exit: Exit.Exit<unknown, SourceError>): CircuitBreaker.O
   }
 }
 
-/**
- * The breaker's verdict on a call, counted at most once per request: retries are already inside one
- * call, and a request whose calls all fail for the same reason is one failure, not one per coin.
- */
+/** A failure counts once per request: a request whose calls all fail for one reason is one failure, not one per coin. */
 const countOncePerRequest = (outcome: CircuitBreaker.Outcome, charge: Charge | undefined): CircuitBreaker.Outcome => {
   if (outcome._tag !== "Failure" || charge === undefined || charge._tag === "Background") return outcome
   if (charge.failureCounted) return CircuitBreaker.ignored
@@ -180,10 +164,8 @@ const countOncePerRequest = (outcome: CircuitBreaker.Outcome, charge: Charge | u
 }
 
 /**
- * One logical call: `attempt` retried on transient failures (jittered: instances that failed together
- * do not retry in lockstep), within the overall budget, through the breaker, which sees one outcome per
- * logical call and, for a request's `charge`, one failure per request. While another call probes a
- * recovering source, wait for its verdict rather than refuse.
+ * One logical call: `attempt` retried on transient failures (jittered, so instances do not retry in lockstep)
+ * within the budget, through the breaker; while another call probes a recovering source, wait for its verdict.
  */
 const guardedCall = <A>(
   source: SourceName,
@@ -236,23 +218,23 @@ export type AttemptCost = (charge: Charge, firstAttempt: boolean) => Effect.Effe
 export interface SourceCallerOptions {
   readonly http: HttpClient.HttpClient
   readonly reading: Reading
-  readonly guard: Guard
-  readonly breaker: CircuitBreaker.CircuitBreaker
-  readonly maxConcurrency: number
+  /** The source's numbers: retries and time budgets, concurrency, and when its breaker opens and for how long. */
+  readonly config: Guard & { readonly maxConcurrency: number; readonly breakerFailures: number; readonly breakerOpenMs: number }
   /** What a caller is told while a 429's cool-down lasts. */
   readonly coolDownDetail: string
   /** Waited for inside the permit, before each exchange (Coinbase's 10-a-second bucket): no burst past it. */
   readonly beforeSend?: Effect.Effect<void> | undefined
 }
 
-/**
- * The one source caller (CoinGecko, Coinbase): an attempt is the cool-down's check, the attempt's cost,
- * a concurrency permit, `beforeSend`, one exchange read by `read`; a 429 starts the cool-down. A logical
- * call is attempts guarded by `guardedCall` (retries, time budget, breaker).
- */
+/** The one source caller (CoinGecko, Coinbase): attempts (cool-down, cost, permit, `beforeSend`, one exchange), guarded. */
 export const makeSourceCaller = (options: SourceCallerOptions) =>
-  Effect.map(Semaphore.make(options.maxConcurrency), (permits) => {
-    const { reading } = options
+  Effect.gen(function*() {
+    const { config, reading } = options
+    const permits = yield* Semaphore.make(config.maxConcurrency)
+    const breaker = yield* CircuitBreaker.make({
+      tripPolicy: CircuitBreaker.consecutive(config.breakerFailures),
+      openDuration: Duration.millis(config.breakerOpenMs)
+    })
     const coolDown = makeCoolDown(reading.source, options.coolDownDetail)
     const exchangeOnce = <A>(what: string, request: HttpClientRequest.HttpClientRequest, read: (raw: RawResponse) => Effect.Effect<A, SourceError>, timeoutMs: number, exchange: Exchange) =>
       permits.withPermit(Effect.andThen(
@@ -278,7 +260,7 @@ export const makeSourceCaller = (options: SourceCallerOptions) =>
       Effect.suspend(() => {
         let attempts = 0
         const paid = cost === undefined || charge === undefined ? undefined : Effect.suspend(() => cost(charge, attempts++ === 0))
-        return guardedCall(reading.source, options.breaker, options.guard, what, attempt(what, request, read, options.guard.attemptTimeoutMs, paid), charge)
+        return guardedCall(reading.source, breaker, config, what, attempt(what, request, read, config.attemptTimeoutMs, paid), charge)
       })
     /** The body of an answer, read with `decode`. */
     const body = <A>(what: string, decode: Decoder<A>) => (raw: RawResponse) => interpretResponse(reading, what, raw, decode)

@@ -1,5 +1,5 @@
 /**
- * Who asks which currency (src/rates/demand.ts): one caller, one share, split evenly over the currencies it
+ * Who asks which currency (RatesDemand, src/rates/coingecko/latestPrices.ts): one caller, one share, split evenly over the currencies it
  * asked within the window; forgotten after it; bounded in callers, currencies per caller and pairs; and one
  * instance, on Effect's Clock, when its layer is provided in two places of one build.
  */

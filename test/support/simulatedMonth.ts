@@ -5,7 +5,7 @@
  * sets. Every step the clock and the emulator's clock move on and the landing page's three queries are
  * asked over real HTTP by one visitor, as a browser loading the page asks them, each step's visitor the
  * next of 200 addresses (X-Forwarded-For, TRUST_PROXY=true; the refresh budget is shared by callers:
- * src/rates/demand.ts). Waits
+ * src/rates/coingecko/latestPrices.ts RatesDemand). Waits
  * (timeouts, retries) still take real time. Credits are the emulator's count of the calls it answered 200
  * (one credit each, what CoinGecko bills), set beside the ledger's own count (the month's `spent`, what
  * `upstream_credits_spent_month` shows). Used by `npm run bench -- --month`, test/e2e/rates-month.test.ts

@@ -1,14 +1,10 @@
 /**
  * Coinbase Exchange's public market data as we use it (CONTRACT C4, "Second source"): four keyless GET
  * endpoints, each body validated (responses.ts), every misbehaviour a typed `SourceError`.
- *
- * Data calls (candles, ticker, stats) are guarded, outermost first: circuit breaker (its own key) →
- * overall time budget → retries (transient only, jittered) → per attempt: 429 cool-down → concurrency
- * permit → a token of the 10-a-second bucket (waited for, never a burst past it) → HTTP with a timeout.
- * The token is taken inside the permit so that calls released together by the permits cannot burst.
- * The product list gets one attempt and stays outside the breaker: its outage never refuses data calls.
- * Candles come with Coinbase's clock (its `Date` header): which days are closed is judged by it, not ours.
- * What these calls answer is held by the adapter (secondSource.ts, products.ts), not here.
+ * Data calls are guarded as in upstreamCall.ts; each attempt waits, inside its permit (so calls released
+ * together cannot burst), for a token of the 10-a-second bucket. The product list gets one attempt, outside
+ * the breaker. Candles come with Coinbase's clock (`Date` header), which judges which days are closed.
+ * What these calls answer is held by secondSource.ts and products.ts.
  */
 import { Context, Duration, Effect, Layer } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
@@ -29,10 +25,9 @@ export interface CoinbaseClientShape {
   /** The products Coinbase trades now: one attempt (the list is held by products.ts). */
   readonly products: Effect.Effect<ReadonlyArray<CoinbaseProduct>, SourceError>
   /**
-   * Daily closes of a product from `fromDay` to `toDay` (epoch ms, 00:00 UTC, both included), oldest
-   * first, one call per 300 days; days without trades are missing, today's (still moving) is there.
-   * `asOf`: Coinbase's time when it answered (candles.ts `coinbaseNow`), which says which days are
-   * closed. Unknown product: kind not-found.
+   * Daily closes from `fromDay` to `toDay` (epoch ms, 00:00 UTC, both included), oldest first, one call per
+   * 300 days; days without trades missing, today's included. `asOf`: Coinbase's time when it answered
+   * (candles.ts `coinbaseNow`). Unknown product: not-found.
    */
   readonly dailyCandles: (productId: string, fromDay: number, toDay: number) => Effect.Effect<{ readonly closes: ReadonlyArray<DailyClose>; readonly asOf: number }, SourceError>
   /** The last trade: its price and when it happened. */
@@ -54,10 +49,7 @@ export class CoinbaseClient extends Context.Service<CoinbaseClient, CoinbaseClie
     Layer.provide(layerGuardStoresMemory)
   )
 
-  /**
-   * Several instances (REDIS_URL): the 10-a-second bucket and the breaker shared through Redis under
-   * `keyPrefix`, so that instances behind one address stay within Coinbase's limit for it together.
-   */
+  /** Several instances (REDIS_URL): bucket and breaker shared through Redis under `keyPrefix`, one limit for all. */
   static readonly layerRedis = (keyPrefix: string): Layer.Layer<CoinbaseClient, never, HttpClient.HttpClient | CoinbaseConfig | Redis.Redis> =>
     CoinbaseClient.layerNoDeps.pipe(Layer.provide(layerGuardStoresRedis(keyPrefix)))
 }
@@ -75,10 +67,6 @@ const makeCoinbaseClient = Effect.gen(function*() {
   const config = yield* CoinbaseConfig
   const http = yield* HttpClient.HttpClient
   const limiter = yield* RateLimiter.RateLimiter
-  const breaker = yield* CircuitBreaker.make({
-    tripPolicy: CircuitBreaker.consecutive(config.breakerFailures),
-    openDuration: Duration.millis(config.breakerOpenMs)
-  })
   // Coinbase sends no Retry-After; its window is a second.
   const reading = { source: "coinbase" as const, errorMessage, keyed: false, rateLimitedSeconds: () => config.rateLimitedCoolDownSeconds }
 
@@ -96,15 +84,7 @@ const makeCoinbaseClient = Effect.gen(function*() {
   const requestFor = (path: string, params: Record<string, string>) =>
     HttpClientRequest.get(`${config.baseUrl}${path}`).pipe(HttpClientRequest.setUrlParams(params), HttpClientRequest.acceptJson)
 
-  const caller = yield* makeSourceCaller({
-    http,
-    reading,
-    guard: config,
-    breaker,
-    maxConcurrency: config.maxConcurrency,
-    coolDownDetail: "Coinbase asked us to slow down (cooling down after 429)",
-    beforeSend: token
-  })
+  const caller = yield* makeSourceCaller({ http, reading, config, coolDownDetail: "Coinbase asked us to slow down (cooling down after 429)", beforeSend: token })
 
   /** Candles, and Coinbase's clock when it sent them. */
   const candlesAndDate = (what: string) => {

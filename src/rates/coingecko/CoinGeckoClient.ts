@@ -1,28 +1,15 @@
 /**
  * The CoinGecko HTTP API as we use it: five GET endpoints, each body validated (responses.ts), every
- * misbehaviour a typed `SourceError` (never a defect).
+ * misbehaviour a typed `SourceError`. Data calls are paid by their caller's `Charge` and guarded as in
+ * upstreamCall.ts; each attempt takes its budget (credits/MonthlyBudget.ts), as each counts against the minute.
  *
- * Data calls (latest prices, daily points) are paid by the `Charge` their caller passes, and guarded,
- * outermost first: circuit breaker → overall time budget → retries (transient only) → per attempt:
- * 429 cool-down → budget (credits/MonthlyBudget.ts: the caller's share, the cold pool, the minute, the month) →
- * concurrency permit → HTTP with a timeout. Budget and permit are taken per attempt because each attempt
- * counts against the minute's limit; the breaker sees one outcome per logical call, and at most one
- * failure per request.
+ * Credits (CONTRACT C4 "Over a month", amended): CoinGecko bills a 200, one credit. An attempt gives its
+ * credit back when not billed (another status, or no answer); one we stopped waiting for keeps it.
  *
- * Credits (CONTRACT C4 "Over a month", amended): CoinGecko bills an answer 200, one credit. An attempt
- * holds its credit while in flight and gives it back when CoinGecko did not bill it: it answered another
- * status, or the exchange failed before any answer. One we stopped waiting for (a timeout) keeps it: its
- * answer may have been a 200.
- *
- * The lists (the currency list, the coin list and ranks) are paid from their own part of the month's
- * credits (no burst of requests can spend it) and the minute's whole budget: one attempt each, outside
- * the breaker, so that their outage never refuses data calls (directory.ts holds them and backs off).
- * The rank pages are one unit: their credits are taken together before the first page (all or none),
- * those of pages not billed given back, and the pages of a load that stopped part-way are kept (an hour),
- * so that the next try asks, and pays, only for the rest.
- *
- * `/coins/markets` by ids is split into calls whose whole URL, as sent, stays within `MAX_URL_CHARS`:
- * CoinGecko's CDN answers 414 past about 8,100 characters, which 250 ids of bridged tokens pass.
+ * The lists are paid from their own part of the month's credits, one attempt each, outside the breaker,
+ * so their outage never refuses data calls (directory.ts holds them). The rank pages are one unit, paid
+ * together before the first page; a load stopped part-way keeps its pages an hour, so the next try pays
+ * only for the rest.
  */
 import { Clock, Context, Duration, Effect, Layer, Redacted, Result } from "effect"
 import { Headers, HttpClient, HttpClientRequest, Url } from "effect/http"
@@ -52,17 +39,11 @@ export interface CoinGeckoClientShape {
   readonly coinList: Effect.Effect<ReadonlyArray<ListedCoin>, SourceError>
   /** A list. `/coins/markets` in usd by market cap, one page (from 1): the ranks. */
   readonly coinsByRank: (page: number, perPage: number) => Effect.Effect<ReadonlyArray<MarketRow>, SourceError>
-  /**
-   * A list. The ranks' pages 1..`pages` of `coinsByRank` (fewer when one comes back short), loaded and
-   * paid as one unit (see the header): their rows, best rank first.
-   */
+  /** A list. Pages 1..`pages` of `coinsByRank` (fewer when one is short), paid as one unit (see the header). */
   readonly coinRanks: (pages: number, perPage: number) => Effect.Effect<ReadonlyArray<MarketRow>, SourceError>
   /** `/coins/markets` for coin ids, with 24h/7d/30d changes, paid by `charge`: one call per batch the URL length allows. */
   readonly marketsByIds: (vsCurrency: string, ids: ReadonlyArray<string>, charge: Charge) => Effect.Effect<ReadonlyArray<MarketRow>, SourceError>
-  /**
-   * `/coins/{id}/market_chart/range` with daily points from `fromSeconds` to `toSeconds` (UNIX seconds,
-   * both included), paid by `charge`: the days a held history lacks. Fails with kind not-found for an unknown id.
-   */
+  /** `/coins/{id}/market_chart/range`, daily, `fromSeconds`..`toSeconds` (UNIX s, both included), paid by `charge`; unknown id: not-found. */
   readonly marketChartRange: (
     id: string,
     vsCurrency: string,
@@ -73,10 +54,7 @@ export interface CoinGeckoClientShape {
 }
 
 export class CoinGeckoClient extends Context.Service<CoinGeckoClient, CoinGeckoClientShape>()("app/CoinGeckoClient") {
-  /**
-   * Requires the HTTP client, the config, the month's budget, a `RateLimiter` and a circuit-breaker
-   * store, so several instances can share budget and breaker state when those are backed by Redis.
-   */
+  /** Needs a `RateLimiter` and a breaker store: backed by Redis, instances share budget and breaker. */
   static readonly layerNoDeps: Layer.Layer<
     CoinGeckoClient,
     never,
@@ -102,7 +80,6 @@ const RANK_PAGES_KEPT_MS = 3_600_000
 /** A refusal of history beyond the plan is logged at most this often. */
 const BEYOND_PLAN_LOG_MS = 3_600_000
 
-
 /** The length of a request's whole URL as it is sent (parameters encoded: a comma is %2C). */
 const urlLength = (request: HttpClientRequest.HttpClientRequest) =>
   Result.match(Url.make(request.url, request.urlParams, undefined), { onSuccess: (url) => url.href.length, onFailure: () => Number.POSITIVE_INFINITY })
@@ -117,10 +94,6 @@ const makeCoinGeckoClient = Effect.gen(function*() {
   const month = yield* MonthlyBudget
   const ownLimiter = yield* RateLimiter.make.pipe(Effect.provide(RateLimiter.layerStoreMemory))
   const budget = makeBudget(config, yield* RateLimiter.RateLimiter, ownLimiter, month)
-  const breaker = yield* CircuitBreaker.make({
-    tripPolicy: CircuitBreaker.consecutive(config.breakerFailures),
-    openDuration: Duration.millis(config.breakerOpenMs)
-  })
 
   const reading = {
     source: "coingecko" as const,
@@ -137,14 +110,7 @@ const makeCoinGeckoClient = Effect.gen(function*() {
     }
   }
 
-  const caller = yield* makeSourceCaller({
-    http,
-    reading,
-    guard: config,
-    breaker,
-    maxConcurrency: config.maxConcurrency,
-    coolDownDetail: "upstream asked us to slow down (cooling down after 429)"
-  })
+  const caller = yield* makeSourceCaller({ http, reading, config, coolDownDetail: "upstream asked us to slow down (cooling down after 429)" })
 
   const keyHeader = config.apiPlan === "pro" ? "x-cg-pro-api-key" : "x-cg-demo-api-key"
   const requestFor = (path: string, params: Record<string, string>) => {
@@ -216,10 +182,7 @@ const makeCoinGeckoClient = Effect.gen(function*() {
     price_change_percentage: CHANGE_WINDOWS
   })
 
-  /**
-   * `ids` in calls of at most MARKETS_PER_CALL, each URL within MAX_URL_CHARS: the URL without ids (its
-   * `per_page` at its widest) grows by each id, encoded, and a comma between two.
-   */
+  /** `ids` in calls of at most MARKETS_PER_CALL, each URL (bare, then each id and comma, encoded) within MAX_URL_CHARS. */
   const marketsBatches = (vsCurrency: string, ids: ReadonlyArray<string>) => {
     const bare = urlLength(requestFor("/coins/markets", { ...marketsParams(vsCurrency, []), per_page: String(MARKETS_PER_CALL) }))
     const batches: Array<Array<string>> = []
@@ -239,10 +202,7 @@ const makeCoinGeckoClient = Effect.gen(function*() {
     return batches
   }
 
-  /**
-   * One logical data call, paid by `charge`. Lazy: the request and its guards are built when it runs,
-   * so a holder that usually does not need it pays nothing for it.
-   */
+  /** One logical data call, paid by `charge`; lazy, so a holder that does not need it pays nothing. */
   const dataCall = <A>(what: string, path: string, params: Record<string, string>, decode: Decoder<A>, charge: Charge): Effect.Effect<A, SourceError> =>
     Effect.suspend(() => caller.call(what, requestFor(path, params), caller.body(what, decode), charge, budget.spend)).pipe(
       Effect.tapError(noteBeyondPlan),

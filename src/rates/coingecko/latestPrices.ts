@@ -1,14 +1,11 @@
 /**
  * How long a latest price is held, in one file: who asks which currency (RatesDemand), how often each
- * currency's prices may be refreshed for that demand within the month's pace (the refresh pacer), and
- * `LatestPrices` served by CoinGecko, held as copies (copies/) for their currency's interval.
- *
- * A coin's latest price and % changes come from `/coins/markets`, one call for every cold coin of a request
- * and the rest of its currency's unit (the same one credit), refreshed behind the callers' backs, one call
- * per currency for every coin asked in it. During an outage the last good copies serve, marked stale.
+ * currency's prices may be refreshed within the month's pace (the refresh pacer), and `LatestPrices`
+ * served by CoinGecko from copies (copies/); during an outage the last good copies serve, marked stale.
  */
 import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
 import { recordRefreshIntervals } from "../../observability/metrics.ts"
+import { clockedLayer } from "../../platform/clockedLayer.ts"
 import { makeCopies } from "../copies/Copies.ts"
 import type { CopyStore } from "../copies/CopyStore.ts"
 import { freshFor, type Timing } from "../copies/entry.ts"
@@ -20,20 +17,14 @@ import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
 import { MonthlyBudget } from "./credits/MonthlyBudget.ts"
 
 /**
- * RatesDemand: who asks which currency, the demand the refresh is shared by (CONTRACT C4 "Live quotes":
- * what one caller asks cannot lengthen the refresh of what others ask). One caller, one share: each
- * caller (`RatesQuery.caller`; none: one shared `anonymous`) seen within the window weighs 1, split evenly
- * over the currencies it asked, so w(currency) = Σ over its callers of 1 / (currencies that caller asked).
- *
- * Every request counts once, where it is answered: an edge repeat by the ready answer (handlers.ts), any
- * other by the use case; so provide `RatesDemand.layer` once per build. `note` is on the edge's hot path:
- * a pair noted under a second ago costs two Map reads. Bounded: callers, currencies per caller, pairs.
+ * RatesDemand: who asks which currency (CONTRACT C4 "Live quotes": one caller's asks cannot lengthen the
+ * refresh of others'). Each caller seen within the window (`RatesQuery.caller`, else `anonymous`) weighs 1,
+ * split evenly over its currencies. A request is noted once, where answered (handlers.ts for an edge
+ * repeat, else the use case): provide `RatesDemand.layer` once per build.
  */
-
 export interface RatesDemandShape {
   /** Notes that `caller` (undefined: anonymous) asks `currency` (lower case) now. Synchronous and cheap. */
   readonly note: (caller: string | undefined, currency: string) => void
-  /** The weights of the callers seen within the window, now. */
   readonly weights: () => DemandWeights
   /** Callers and (caller, currency) pairs held (tests, metrics). */
   readonly size: () => { readonly callers: number; readonly pairs: number }
@@ -70,13 +61,10 @@ export const makeRatesDemand = (now: () => number, options: RatesDemandOptions =
   let pairs = 0
   let summed: { readonly at: number; readonly weights: DemandWeights } | undefined
   let changed = true
-
   const forget = (key: string, caller: Caller) => {
     callers.delete(key)
     pairs -= caller.currencies.length
   }
-
-  /** Drops the callers last noted before the window, and the oldest beyond the bounds. */
   const prune = (at: number) => {
     for (const [key, caller] of callers) {
       if (caller.lastAt >= at - windowMs && callers.size <= maxCallers && pairs <= maxPairs) break
@@ -103,7 +91,6 @@ export const makeRatesDemand = (now: () => number, options: RatesDemandOptions =
       pairs++
       changed = true
       if (caller.currencies.length > maxPerCaller) {
-        // Its least recently noted currency goes.
         const oldest = caller.at.indexOf(Math.min(...caller.at))
         caller.currencies.splice(oldest, 1)
         caller.at.splice(oldest, 1)
@@ -137,7 +124,6 @@ export const makeRatesDemand = (now: () => number, options: RatesDemandOptions =
     }
     return { weights, callers: active }
   }
-
   return {
     note,
     weights: () => {
@@ -155,30 +141,22 @@ export const makeRatesDemand = (now: () => number, options: RatesDemandOptions =
 export class RatesDemand extends Context.Service<RatesDemand, RatesDemandShape>()("app/RatesDemand") {
   /** A demand with these bounds, telling time by the Clock of the context it is built in (TestClock in tests). */
   static readonly layerWith = (options: RatesDemandOptions): Layer.Layer<RatesDemand> =>
-    Layer.effect(
-      RatesDemand,
-      Clock.clockWith((clock) => Effect.sync(() => makeRatesDemand(() => clock.currentTimeMillisUnsafe(), options)))
-    )
+    clockedLayer(RatesDemand, (now) => makeRatesDemand(now, options))
 
-  /** Half an hour's callers, at most 100,000. Provide it once (see above). */
   static readonly layer: Layer.Layer<RatesDemand> = RatesDemand.layerWith({})
 }
 
 /**
- * The refresh pacer (CONTRACT C4 "Over a month", "Live quotes"). A unit is one currency's prices, refreshed
- * for every coin asked in it (k = ceil(coins / 250) credits). The pace is shared by callers, not units: a
- * unit's weight w is its callers' shares (RatesDemand) and, with R = 0.9 × the month's pace, W = Σ w,
+ * The refresh pacer (CONTRACT C4 "Over a month", "Live quotes"). A unit is one currency's prices for every
+ * coin asked in it (k = ceil(coins / 250) credits), weighted by its callers' shares w (RatesDemand); with
+ * R = 0.9 × the month's pace and W = Σ w,
  *
  *   interval(u) = max(COINGECKO_LATEST_TTL_S, k(u) × W / (R × w(u))),   at most a week
  *
- * so Σ k / interval = R and each caller's budget is 1/N of the pace (a caller lengthens the others'
- * intervals by (N + 1) / N). Demo, the landing page (200 addresses asking usd and eur): 10.1 minutes each;
- * Basic: 61 s. A unit whose share buys less than a refresh a week gets the week, its cost taken off R first
- * (at most half of R), so the cap lends nobody's budget unseen; a unit nobody asked costs nothing. The tenth
- * kept back pays for the daily points and the lists. The interval is a price's lifetime when stored
- * (below), so an answer repeats unchanged until its prices are due; the ledger (credits/) holds the pace.
+ * so Σ k / interval = R and each of N callers gets 1/N of the pace. A unit whose share buys less than a
+ * refresh a week gets the week, its cost taken off R first (at most half of R); one nobody asked costs
+ * nothing. The tenth kept back pays for daily points and lists; the ledger (credits/) holds the pace.
  */
-
 /** The demand as it stands: each currency's weight (its callers' shares), and the callers seen within the window. */
 export interface DemandWeights {
   readonly weights: ReadonlyMap<string, number>
@@ -197,17 +175,13 @@ const CAPPED_SHARE = 0.5
 /** Bounds what a flood of currencies and coins can make this remember. */
 const MAX_CURRENCIES = 1_000
 
-/** A currency's unit: the calls one refresh takes, and its weight. */
 interface Unit {
   readonly currency: string
   readonly calls: number
   readonly weight: number
 }
 
-/**
- * Each unit's interval (ms): the rule above. Units whose share buys less than a refresh in `maxMs` are
- * capped, their cost taken off the rate first (fewest callers per call first); the rest share what is left.
- */
+/** Each unit's interval (ms), the rule above; capped units' cost is taken off the rate first (fewest callers per call first). */
 export const unitIntervals = (
   units: ReadonlyArray<Unit>,
   options: { readonly minIntervalMs: number; readonly ratePerMs: number; readonly maxMs?: number }
@@ -242,8 +216,7 @@ export const makeRefreshPacer = (options: {
   // currency → coin id → when last asked (a Map keeps insertion order: re-inserting moves it last).
   const coinsOf = new Map<string, Map<string, number>>()
   const lastAsked = new Map<string, number>()
-  // Each currency's last interval, for its window; and the intervals computed last, reused for the same
-  // instant and demand (a batch of 250 prices stored at once asks 250 times).
+  // Each currency's last interval (for its window); the last intervals, reused for the same instant and demand.
   const lastInterval = new Map<string, number>()
   let computed: { readonly at: number; readonly demand: DemandWeights; readonly intervals: Map<string, number> } | undefined
   const window = (currency: string) => Math.max(DEMAND_WINDOW_MS, 3 * (lastInterval.get(currency) ?? 0))
@@ -258,7 +231,6 @@ export const makeRefreshPacer = (options: {
     }
   }
 
-  /** Notes that `ids` were asked in `currency` at `now`. */
   const note = (currency: string, ids: ReadonlyArray<string>, now: number) => {
     let coins = coinsOf.get(currency)
     if (coins === undefined) {
@@ -357,8 +329,7 @@ const makeLatestPrices = Effect.gen(function*() {
   const pacer = makeRefreshPacer({ minIntervalMs: config.latestTtlSeconds * 1000, creditsPerMs: plan.ratePerMs, demand: demand.weights })
   const attemptTimeout = Duration.millis(config.attemptTimeoutMs)
 
-  // Fresh for its unit's interval, refreshed an attempt's time before it ends, served one interval more
-  // while the refresh runs or the pace holds it back; past that a request waits (an outage: stale).
+  // Fresh for its unit's interval, refreshed ahead, served one interval more; past that a request waits.
   const timing = (value: Latest, storedAt: number, key: string): Timing => {
     if (value === null) return freshFor(Duration.seconds(config.latestTtlSeconds))
     const ttl = Duration.millis(pacer.interval(priceOf(key).currency, storedAt))
@@ -379,7 +350,6 @@ const makeLatestPrices = Effect.gen(function*() {
         return [latestKey(currency, id), row === undefined ? null : toLatest(row)]
       })
     })
-
   const copies = yield* makeCopies<string, Latest>({
     name: "latest prices",
     source: "coingecko",
@@ -390,7 +360,6 @@ const makeLatestPrices = Effect.gen(function*() {
     batched: true,
     lastGoodMs: config.staleTtlHours * 3_600_000,
     retryMs: config.auxiliaryRetryMs,
-    // A currency's coins are refreshed together, one call.
     refreshGroup: {
       of: (key) => `latest-unit:${priceOf(key).currency}`,
       keys: (key, now) => {
@@ -399,7 +368,6 @@ const makeLatestPrices = Effect.gen(function*() {
       }
     }
   })
-
   return LatestPrices.of({
     source: "coingecko",
     attribution: ATTRIBUTION,
@@ -418,7 +386,6 @@ const makeLatestPrices = Effect.gen(function*() {
   })
 })
 
-/** The demand is the one the use case and the edge note: one instance per build. */
 export const layer: Layer.Layer<LatestPrices, never, CoinGeckoClient | CoinGeckoConfig | MonthlyBudget | RatesDemand | CopyStore> = Layer.effect(
   LatestPrices,
   makeLatestPrices

@@ -1,5 +1,5 @@
 /**
- * What a CoinGecko call costs and who pays it (budget.ts, CoinGeckoClient.ts), with a stand-in HttpClient
+ * What a CoinGecko call costs and who pays it (credits/MonthlyBudget.ts makeBudget, CoinGeckoClient.ts), with a stand-in HttpClient
  * that counts calls: a caller's share, the cold pool kept apart from refreshes, retries charged to no
  * one's share, one failure per request in the breaker, the lists outside the breaker.
  */

@@ -112,7 +112,7 @@ describe.skipIf(!canSpawnRedis && sharedRedisUrl === undefined)("CoinGecko provi
         Effect.provide(first)
       )
       const entry = JSON.parse(stored) as { storedAt: number; freshUntil: number }
-      // One currency asked, on Demo's 10,000 credits: fresh for the pacer's interval (refreshPacer.ts).
+      // One currency asked, on Demo's 10,000 credits: fresh for the pacer's interval (coingecko/latestPrices.ts).
       const paced = Math.ceil(1 / (PRICES_SHARE * planFor(10_000).ratePerMs))
       assert.strictEqual(entry.freshUntil - entry.storedAt, paced, "fresh for the interval the month's pace allows")
       assert.isAbove(paced, 5 * 60_000)

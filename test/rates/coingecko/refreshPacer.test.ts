@@ -1,6 +1,6 @@
 /**
- * The refresh interval of latest prices (src/rates/coingecko/refreshPacer.ts): the month's pace shared by
- * callers, one share each (src/rates/demand.ts), never faster than COINGECKO_LATEST_TTL_S, at most a week;
+ * The refresh interval of latest prices (src/rates/coingecko/latestPrices.ts, the refresh pacer): the month's pace shared by
+ * callers, one share each (RatesDemand, the same file), never faster than COINGECKO_LATEST_TTL_S, at most a week;
  * a unit's coins forgotten once they stop being asked. The arithmetic of the file's header, checked.
  */
 import { describe, expect, it } from "vitest"

@@ -1,5 +1,5 @@
 /**
- * The arithmetic of src/rates/dailySeries.ts that history/keptSeries.ts uses (and CoinGecko's closes, coingecko/dailyPoints.ts): which days a series needs, which of them are
+ * The arithmetic of src/rates/dailySeries.ts that history/DailyHistory.ts uses (and CoinGecko's closes, coingecko/dailyPoints.ts): which days a series needs, which of them are
  * missing from what is held, which upstream points are closes, and what a fetched range records.
  */
 import fc from "fast-check"
