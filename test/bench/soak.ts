@@ -50,6 +50,8 @@ export interface SoakOptions {
   readonly heapToleranceMb: number
   readonly fdTolerance: number
   readonly seed: number
+  /** Requests the run makes at least, going on past `durationS` (at most 4 times it) on a busy machine; absent: none. */
+  readonly minRequests?: number
   /** Progress lines (default: stderr). */
   readonly log?: (line: string) => void
 }
@@ -472,7 +474,8 @@ const soakWith = async (
 
   log(`[soak] service pid ${pid} on ${service.url}; ${options.durationS}s with ${options.concurrency} clients, warm-up ${options.warmupS}s, provider ${options.provider}`)
   await Promise.all(Array.from({ length: options.concurrency }, async () => {
-    while (elapsedS() < options.durationS) await nextRequest()
+    const enough = () => durations.length >= (options.minRequests ?? 0) || elapsedS() >= options.durationS * 4
+    while (elapsedS() < options.durationS || !enough()) await nextRequest()
   }))
   const seconds = elapsedS()
   // Read under the same conditions as at warm-up: just after the last request, before anything closes.

@@ -15,6 +15,8 @@ describe("soak (short)", () => {
       faultPeriodS: 1,
       concurrency: 4,
       seed: 7,
+      // On a machine busy with other test files, 8 s may hold fewer: the run goes on until it has made these.
+      minRequests: 600,
       log: () => {}
     })
     console.log(formatSummary(summary))
