@@ -17,14 +17,14 @@ export const answerSource = (sources: ReadonlySet<SourceName>, first: SourceName
 
 /** A failure of the first source as the caller sees it: a coin it does not know is not a 404 of ours. */
 export const verdictOf = (error: SourceError): RatesUpstreamError | RatesUnavailableError =>
-  error.kind === "not-found" ? new RatesUpstreamError({ reason: error.message }) : toRatesError(error)
+  error.reason._tag === "NotFound" ? new RatesUpstreamError({ reason: error.message }) : toRatesError(error)
 
 /** A coin neither source served, no copy held: the first source's verdict, 503 after the shorter wait (C4 "Second source", amended). */
 const neitherSource = (first: SourceError, second: SourceError): RatesUpstreamError | RatesUnavailableError => {
   const reason = `${first.message}; ${second.message}`
   if (!isUnavailable(first)) return new RatesUpstreamError({ reason })
   const waits = [Math.max(1, first.retryAfterSeconds)]
-  if (second.kind !== "not-found") waits.push(Math.max(1, second.retryAfterSeconds))
+  if (second.reason._tag !== "NotFound") waits.push(Math.max(1, second.retryAfterSeconds))
   return new RatesUnavailableError({ reason, retryAfterSeconds: Math.min(...waits) })
 }
 
@@ -80,7 +80,7 @@ export const notServedFresh = (resolved: Resolved, quoted: ReadonlyMap<string, u
     const chart = charts.get(coin.id)
     if (chart === undefined) continue
     let failed: boolean
-    if (Result.isFailure(chart)) failed = chart.failure.kind !== "not-found"
+    if (Result.isFailure(chart)) failed = chart.failure.reason._tag !== "NotFound"
     else if (chart.success.value === null) failed = false
     else if (quoted.has(coin.id)) failed = chart.success.stale
     else {

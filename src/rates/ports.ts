@@ -25,7 +25,7 @@ export interface Spend {
 export class CoinDirectory extends Context.Service<CoinDirectory, {
   /** Fails for a code the source does not quote; waits at most until `deadline` (a list's first load). */
   readonly checkCurrency: (currency: string, deadline: number) => Effect.Effect<void, UnsupportedCurrencyError>
-  /** Symbols → coins. Fails (`unavailable`, a 503) only when a symbol needs a list never loaded. */
+  /** Symbols → coins. Fails (`Unavailable`, a 503) only when a symbol needs a list never loaded. */
   readonly resolve: (symbols: ReadonlyArray<string>, deadline: number) => Effect.Effect<Resolved, SourceError>
 }>()("app/rates/CoinDirectory") {}
 
@@ -105,7 +105,7 @@ export type SecondOutcome =
 export class SecondSource extends Context.Service<SecondSource, {
   /** Which source it is, and its attribution; none: the first source's failures reach the caller as they are. */
   readonly sourcing: Sourcing | undefined
-  /** Per coin id, its rate in `currency` (lower-case) or why not (`not-found`: not listed); waits until `deadline`. Never fails. */
+  /** Per coin id, its rate in `currency` (lower-case) or why not (`NotFound`: not listed); waits until `deadline`. Never fails. */
   readonly ratesFor: (coins: ReadonlyArray<WantedCoin>, currency: string, deadline: number) => Effect.Effect<ReadonlyMap<string, SecondOutcome>>
 }>()("app/rates/SecondSource") {
   /** No second source (`RATES_FALLBACK=none`). */

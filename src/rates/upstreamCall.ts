@@ -7,11 +7,11 @@ import { Cause, Clock, Duration, Effect, Exit, Layer, Option, Schedule, type Sch
 import { type Headers, type HttpClient, type HttpClientRequest } from "effect/http"
 import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
 import { recordUpstreamCall } from "../observability/metrics.ts"
-import { type Charge, SourceError, type SourceFailureKind, type SourceName } from "./upstream.ts"
+import { type Charge, failWithFor, type SourceError, type SourceFailureTag, type SourceName } from "./upstream.ts"
 
 /** A failure of `source`, as every step here reports it. */
-const fail = (source: SourceName, kind: SourceFailureKind, detail: string, retryAfterSeconds = 0) =>
-  Effect.fail(new SourceError({ source, kind, detail, retryAfterSeconds }))
+const fail = (source: SourceName, reason: SourceFailureTag, detail: string, retryAfterSeconds = 0) =>
+  failWithFor(source)(reason, detail, retryAfterSeconds)
 
 /** One answer as received. */
 export interface RawResponse {
@@ -47,7 +47,7 @@ export interface Reading {
   /** A source that takes our key: a 401/403 means the key was refused. */
   readonly keyed: boolean
   /** A refusal the source explains itself (CoinGecko's 401, error 10012: the plan's history), read before the status. */
-  readonly ownRefusal?: ((status: number, json: unknown) => { readonly kind: SourceFailureKind; readonly reason: string } | undefined) | undefined
+  readonly ownRefusal?: ((status: number, json: unknown) => { readonly reason: SourceFailureTag; readonly detail: string } | undefined) | undefined
 }
 
 /** Status and body → value or typed failure (never a defect). */
@@ -56,26 +56,26 @@ export const interpretResponse = <A>(reading: Reading, what: string, raw: RawRes
   const { body, status } = raw
   const json = decodeJsonText(body)
   if (status >= 200 && status < 300) {
-    if (Option.isNone(json)) return fail(source, "invalid-response", `${what}: ${status} with ${bodyKind(body)} that is not complete JSON (${body.length} chars)`)
+    if (Option.isNone(json)) return fail(source, "InvalidResponse", `${what}: ${status} with ${bodyKind(body)} that is not complete JSON (${body.length} chars)`)
     const decoded = decode(json.value)
     if (Exit.isFailure(decoded)) {
       const issue = Option.match(Cause.findErrorOption(decoded.cause), { onNone: () => "undecodable", onSome: (e) => e.message })
-      return fail(source, "invalid-response", `${what}: unexpected body shape: ${clip(issue)}`)
+      return fail(source, "InvalidResponse", `${what}: unexpected body shape: ${clip(issue)}`)
     }
     return Effect.succeed(decoded.value)
   }
   const message = Option.map(json, reading.errorMessage)
   const said = clip(Option.getOrElse(message, () => bodyKind(body)))
-  if (status === 429) return fail(source, "rate-limited", `${what}: 429 (${said})`, reading.rateLimitedSeconds(raw))
+  if (status === 429) return fail(source, "RateLimited", `${what}: 429 (${said})`, reading.rateLimitedSeconds(raw))
   // Only the source's own JSON 404 means "no such coin"; an HTML 404 is a misconfigured host.
-  if (status === 404 && Option.isSome(message)) return fail(source, "not-found", `${what}: 404 (${said})`)
+  if (status === 404 && Option.isSome(message)) return fail(source, "NotFound", `${what}: 404 (${said})`)
   const own = Option.isSome(json) ? reading.ownRefusal?.(status, json.value) : undefined
-  if (own !== undefined) return fail(source, own.kind, `${what}: ${status}, ${own.reason} (${said})`)
+  if (own !== undefined) return fail(source, own.reason, `${what}: ${status}, ${own.detail} (${said})`)
   // A URL past what the source (or its CDN) takes: ours to split, whatever key we hold.
-  if (status === 414) return fail(source, "bad-request", `${what}: 414, the URL we sent is longer than the source takes (${said})`)
-  if (reading.keyed && (status === 401 || status === 403)) return fail(source, "rejected", `${what}: ${status}, our API key was refused (${said})`)
-  if (status === 408 || status >= 500) return fail(source, "transient", `${what}: ${status} (${said})`)
-  return fail(source, "rejected", `${what}: unexpected ${status} (${said})`)
+  if (status === 414) return fail(source, "BadRequest", `${what}: 414, the URL we sent is longer than the source takes (${said})`)
+  if (reading.keyed && (status === 401 || status === 403)) return fail(source, "Rejected", `${what}: ${status}, our API key was refused (${said})`)
+  if (status === 408 || status >= 500) return fail(source, "Transient", `${what}: ${status} (${said})`)
+  return fail(source, "Rejected", `${what}: unexpected ${status} (${said})`)
 }
 
 /** What became of one exchange (CoinGecko bills answers); sent, with no status and not `unanswered`: we stopped waiting. */
@@ -110,9 +110,9 @@ const sendOnce = (
     Effect.tapError(() => Effect.sync(() => recordUpstreamCall(source, "failed"))),
     Effect.catchTag("HttpClientError", (error) => {
       if (exchange.status === undefined) exchange.unanswered = true
-      return fail(source, "transient", `${what}: ${error.reason._tag}${"description" in error.reason && error.reason.description ? `: ${error.reason.description}` : ""}`)
+      return fail(source, "Transient", `${what}: ${error.reason._tag}${"description" in error.reason && error.reason.description ? `: ${error.reason.description}` : ""}`)
     }),
-    Effect.timeoutOrElse({ duration: Duration.millis(timeoutMs), orElse: () => fail(source, "transient", `${what}: no answer within ${timeoutMs} ms`) })
+    Effect.timeoutOrElse({ duration: Duration.millis(timeoutMs), orElse: () => fail(source, "Transient", `${what}: no answer within ${timeoutMs} ms`) })
   )
 
 /** After a 429 nobody calls the source until its wait has passed: hammering it only extends the ban. */
@@ -120,10 +120,10 @@ const makeCoolDown = (source: SourceName, detail: string) => {
   let until = 0
   return {
     check: Effect.flatMap(Clock.currentTimeMillis, (now) =>
-      now < until ? fail(source, "rate-limited", detail, Math.ceil((until - now) / 1000)) : Effect.void),
+      now < until ? fail(source, "RateLimited", detail, Math.ceil((until - now) / 1000)) : Effect.void),
     /** Starts (or extends) the cool-down when `error` is a rate limit. */
     note: (error: SourceError) =>
-      error.kind === "rate-limited" && error.retryAfterSeconds > 0
+      error.reason._tag === "RateLimited" && error.retryAfterSeconds > 0
         ? Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => void (until = Math.max(until, now + error.retryAfterSeconds * 1000))))
         : Effect.void
   }
@@ -143,11 +143,11 @@ const breakerOutcome = (exit: Exit.Exit<unknown, SourceError>): CircuitBreaker.O
   if (Exit.isSuccess(exit)) return CircuitBreaker.success
   const error = Cause.findErrorOption(exit.cause)
   if (Option.isNone(error)) return CircuitBreaker.failure()
-  switch (error.value.kind) {
-    case "transient":
-    case "invalid-response":
+  switch (error.value.reason._tag) {
+    case "Transient":
+    case "InvalidResponse":
       return CircuitBreaker.failure()
-    case "not-found":
+    case "NotFound":
       return CircuitBreaker.success // the source answered correctly
     default:
       // Rate limits have their own cool-down; a refused key or request is a fault to report, not an outage to hide.
@@ -179,11 +179,11 @@ const guardedCall = <A>(
     Effect.retry({
       schedule: Schedule.exponential(Duration.millis(guard.retryBaseDelayMs)).pipe(Schedule.jittered),
       times: guard.retries,
-      while: (error) => error.kind === "transient"
+      while: (error) => error.reason._tag === "Transient"
     }),
     Effect.timeoutOrElse({
       duration: Duration.millis(guard.requestBudgetMs),
-      orElse: () => fail(source, "transient", `${what}: gave up after ${guard.requestBudgetMs} ms`)
+      orElse: () => fail(source, "Transient", `${what}: gave up after ${guard.requestBudgetMs} ms`)
     }),
     (logical) => breaker.execute(logical, { key: source, classify: (exit) => countOncePerRequest(breakerOutcome(exit), charge) }),
     Effect.retry({
@@ -193,8 +193,8 @@ const guardedCall = <A>(
     }),
     Effect.catchTag("CircuitBreakerError", (error) =>
       error.reason._tag === "CircuitOpen"
-        ? fail(source, "circuit-open", "too many failures; not calling it for now", Math.ceil(Duration.toSeconds(error.reason.retryAfter)))
-        : fail(source, "circuit-open", "being probed after an outage", Math.ceil(guard.attemptTimeoutMs / 1000)))
+        ? fail(source, "CircuitOpen", "too many failures; not calling it for now", Math.ceil(Duration.toSeconds(error.reason.retryAfter)))
+        : fail(source, "CircuitOpen", "being probed after an outage", Math.ceil(guard.attemptTimeoutMs / 1000)))
   )
 
 /** Budgets and breakers in this process only (one instance). */

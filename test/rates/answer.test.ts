@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest"
 import { Result } from "effect"
 import { answerSource, assembleAnswer, type Gathered, notServedFresh } from "../../src/rates/answer.ts"
 import type { SecondOutcome } from "../../src/rates/ports.ts"
-import { type SourceFailureKind, SourceError } from "../../src/rates/upstream.ts"
+import { type SourceError, type SourceFailureTag, sourceError } from "../../src/rates/upstream.ts"
 
 const DAY = 86_400_000
 const T = Date.UTC(2026, 10, 22, 10)
@@ -17,9 +17,9 @@ const fresh = <A>(value: A) => ({ value, storedAt: T, stale: false, holdsUntil: 
 const latestOf = (price: number) => fresh({ name: "x", price, change24h: 1, change7d: 2, change30d: 3 })
 type ChartOutcome = Gathered["charts"] extends ReadonlyMap<string, infer C> ? C : never
 const chartsOf = (entries: ReadonlyArray<readonly [string, ChartOutcome]>): Gathered["charts"] => new Map(entries)
-const coinGecko = (kind: SourceFailureKind, retryAfterSeconds = 0) => new SourceError({ source: "coingecko", kind, detail: kind, retryAfterSeconds })
-const coinbase = (kind: SourceFailureKind, retryAfterSeconds = 0) => new SourceError({ source: "coinbase", kind, detail: kind, retryAfterSeconds })
-const down = coinGecko("rate-limited", 30)
+const coinGecko = (reason: SourceFailureTag, retryAfterSeconds = 0) => sourceError("coingecko", reason, reason, retryAfterSeconds)
+const coinbase = (reason: SourceFailureTag, retryAfterSeconds = 0) => sourceError("coinbase", reason, reason, retryAfterSeconds)
+const down = coinGecko("RateLimited", 30)
 const first = { source: "coingecko" as const, attribution: "Data provided by CoinGecko" }
 const secondSourcing = { source: "coinbase" as const, attribution: "Data provided by Coinbase Exchange" }
 
@@ -77,14 +77,14 @@ describe("answer with a second source", () => {
   }
 
   it("neither source, CoinGecko unable to be asked: 503 with the shorter wait; a source that does not list the coin has none", () => {
-    expect(verdict(failing(down, coinbase("rate-limited", 2)))).toMatchObject({ _tag: "RatesUnavailableError", retryAfterSeconds: 2 })
-    expect(verdict(failing(down, coinbase("not-found")))).toMatchObject({ _tag: "RatesUnavailableError", retryAfterSeconds: 30 })
-    expect(verdict(failing(coinGecko("circuit-open", 20), coinbase("transient")))).toMatchObject({ _tag: "RatesUnavailableError", retryAfterSeconds: 1 })
+    expect(verdict(failing(down, coinbase("RateLimited", 2)))).toMatchObject({ _tag: "RatesUnavailableError", retryAfterSeconds: 2 })
+    expect(verdict(failing(down, coinbase("NotFound")))).toMatchObject({ _tag: "RatesUnavailableError", retryAfterSeconds: 30 })
+    expect(verdict(failing(coinGecko("CircuitOpen", 20), coinbase("Transient")))).toMatchObject({ _tag: "RatesUnavailableError", retryAfterSeconds: 1 })
   })
 
   it("neither source, CoinGecko failing: its 502 stands, whatever Coinbase did (a rejected key stays visible)", () => {
-    for (const kind of ["transient", "invalid-response", "rejected"] as const) {
-      for (const second of [coinbase("transient"), coinbase("rate-limited", 2), coinbase("not-found"), coinbase("unavailable", 10)]) {
+    for (const kind of ["Transient", "InvalidResponse", "Rejected"] as const) {
+      for (const second of [coinbase("Transient"), coinbase("RateLimited", 2), coinbase("NotFound"), coinbase("Unavailable", 10)]) {
         expect(verdict(failing(coinGecko(kind), second)), `${kind} × ${second.kind}`).toMatchObject({ _tag: "RatesUpstreamError" })
       }
     }

@@ -14,7 +14,7 @@ import { CoinbaseConfig } from "../../src/rates/coinbase/CoinbaseConfig.ts"
 import { type ChartPoint, CoinGeckoClient, type MarketRow } from "../../src/rates/coingecko/CoinGeckoClient.ts"
 import { DAY_MS } from "../../src/rates/dailySeries.ts"
 import * as Rates from "../../src/rates/layer.ts"
-import { SourceError } from "../../src/rates/upstream.ts"
+import { sourceError } from "../../src/rates/upstream.ts"
 import { configFrom } from "../support/config.ts"
 import { CopyStore } from "../../src/rates/copies/CopyStore.ts"
 import { RatesProvider, type RatesQuery, type RatesResult } from "../../src/rates/RatesProvider.ts"
@@ -33,7 +33,7 @@ const makeStubUpstream = () => {
   let priceFactor = 1
   let failing = false
   const down = <A>(value: A) =>
-    failing ? Effect.fail(new SourceError({ source: "coingecko", kind: "transient", detail: "test: upstream down", retryAfterSeconds: 0 })) : Effect.succeed(value)
+    failing ? Effect.fail(sourceError("coingecko", "Transient", "test: upstream down")) : Effect.succeed(value)
   const row = (id: string, symbol: string, name: string): MarketRow => ({
     id,
     symbol,

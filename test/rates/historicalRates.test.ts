@@ -12,7 +12,7 @@ import { RatesDemand } from "../../src/rates/coingecko/latestPrices.ts"
 import * as HistoricalRates from "../../src/rates/historicalRates.ts"
 import { type Chart, CoinDirectory, DailyPoints, type Latest, LatestPrices, type LiveQuote, LiveQuotes, SecondSource, type Served, type Spend } from "../../src/rates/ports.ts"
 import { RatesProvider } from "../../src/rates/RatesProvider.ts"
-import { SourceError } from "../../src/rates/upstream.ts"
+import { sourceError } from "../../src/rates/upstream.ts"
 
 const NOW = Date.UTC(2026, 11, 1, 10)
 const DAY = 86_400_000
@@ -64,7 +64,7 @@ const recordingPorts = (options: { readonly failing?: ReadonlyArray<string>; rea
           new Map(ids.map((id) => [
             id,
             options.failing?.includes(id)
-              ? Result.fail(new SourceError({ source: "coingecko", kind: "transient", detail: "test: down", retryAfterSeconds: 0 }))
+              ? Result.fail(sourceError("coingecko", "Transient", "test: down"))
               : Result.succeed(fresh<Chart>([[NOW - NOW % DAY - DAY, 90], [NOW - NOW % DAY, 95]]))
           ] as const))
         )

@@ -110,7 +110,7 @@ const makeCoinbaseClient = Effect.gen(function*() {
       const candles = parts.flatMap((part) => part.candles)
       const { closes, offMidnight } = dailyCloses(candles, startOfDay(fromDay), startOfDay(toDay))
       if (offMidnight !== undefined) {
-        return yield* fail("invalid-response", `${what}: a candle at ${new Date(offMidnight).toISOString()}, not 00:00 UTC`)
+        return yield* fail("InvalidResponse", `${what}: a candle at ${new Date(offMidnight).toISOString()}, not 00:00 UTC`)
       }
       return { closes, asOf: coinbaseNow(parts.flatMap((part) => part.dates), candles) }
     })

@@ -6,7 +6,7 @@ import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
 import { makeCopies } from "../copies/Copies.ts"
 import type { CopyStore } from "../copies/CopyStore.ts"
 import { curatedCoins } from "../symbols.ts"
-import { Charge, SourceError } from "../upstream.ts"
+import { Charge, type SourceError, sourceError } from "../upstream.ts"
 import { CoinbaseClient, type CoinbaseClientShape, type CoinbaseProduct } from "./CoinbaseClient.ts"
 import { CoinbaseConfig, type CoinbaseConfigShape } from "./CoinbaseConfig.ts"
 
@@ -48,13 +48,13 @@ export const makeProducts = (client: CoinbaseClientShape, config: CoinbaseConfig
       if (lookup === undefined) lookups.set(list, lookup = new Map(list.map((p) => [`${p.base}-${p.quote}`, p])))
       return lookup
     }
-    /** The list held, else the first load waited for until `deadline`; `unavailable` without one. */
+    /** The list held, else the first load waited for until `deadline`; `Unavailable` without one. */
     const list = (deadline: number): Effect.Effect<ReadonlyArray<CoinbaseProduct>, SourceError> =>
       copies.get(PRODUCTS, Charge.background, deadline).pipe(
         Effect.map((held) => held.value),
         Effect.catch(() =>
           Effect.flatMap(copies.retryAfterSeconds(PRODUCTS), (retryAfterSeconds) =>
-            Effect.fail(new SourceError({ source: "coinbase", kind: "unavailable", detail: "the Coinbase product list is not loaded yet", retryAfterSeconds })))
+            Effect.fail(sourceError("coinbase", "Unavailable", "the Coinbase product list is not loaded yet", retryAfterSeconds)))
         )
       )
     const key = (base: string, quote: string) => `${base.toUpperCase()}-${quote.toUpperCase()}`

@@ -11,7 +11,7 @@ import { changesFromSeries, DAY_MS, type DailyPoint, millisUntilNextDailyPoint }
 import { DailyHistory, makeKeptSeries } from "../history/DailyHistory.ts"
 import { type SecondOutcome, type SecondRate, SecondSource, type WantedCoin } from "../ports.ts"
 import { curatedCoinFor } from "../symbols.ts"
-import { Charge, SourceError } from "../upstream.ts"
+import { Charge, type SourceError, sourceError } from "../upstream.ts"
 import { asMidnightPoints, change24h } from "./candles.ts"
 import { COINBASE_ATTRIBUTION, CoinbaseClient, type Stats } from "./CoinbaseClient.ts"
 import { CoinbaseConfig } from "./CoinbaseConfig.ts"
@@ -28,7 +28,7 @@ interface SeriesOf {
   readonly currency: string
   readonly productId: string
 }
-const notServed = (detail: string) => new SourceError({ source: "coinbase", kind: "not-found", detail, retryAfterSeconds: 0 })
+const notServed = (detail: string) => sourceError("coinbase", "NotFound", detail)
 /** Past points never change: a series holds until the next daily point. */
 const seriesTiming = (_: ReadonlyArray<DailyPoint>, storedAt: number): Timing => freshFor(Duration.millis(millisUntilNextDailyPoint(storedAt)))
 
@@ -98,7 +98,7 @@ const makeCoinbaseSource = Effect.gen(function*() {
           rateOf(wanted, currency, deadline).pipe(
             Effect.timeoutOrElse({
               duration: Duration.millis(Math.max(0, deadline - now)),
-              orElse: () => Effect.fail(new SourceError({ source: "coinbase", kind: "transient", detail: "no answer within the request's budget", retryAfterSeconds: 0 }))
+              orElse: () => Effect.fail(sourceError("coinbase", "Transient", "no answer within the request's budget"))
             }),
             Effect.match({
               onFailure: (error): SecondOutcome => ({ _tag: "Failed", error }),

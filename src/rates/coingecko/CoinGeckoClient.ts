@@ -121,7 +121,7 @@ const makeCoinGeckoClient = Effect.gen(function*() {
   // The plan's history refused (error 10012): said once an hour, as what it is, not as a refused key.
   let beyondPlanSaidAt = Number.NEGATIVE_INFINITY
   const noteBeyondPlan = (error: SourceError) =>
-    error.kind !== "beyond-plan" ? Effect.void : Effect.flatMap(Clock.currentTimeMillis, (now) => {
+    error.reason._tag !== "BeyondPlan" ? Effect.void : Effect.flatMap(Clock.currentTimeMillis, (now) => {
       if (now - beyondPlanSaidAt < BEYOND_PLAN_LOG_MS) return Effect.void
       beyondPlanSaidAt = now
       return Effect.logWarning(

@@ -70,7 +70,7 @@ const makeDailyPoints = Effect.gen(function*() {
   const fetch = (keys: ReadonlyArray<string>, charge: Charge) =>
     Effect.forEach(keys, (key) =>
       kept.fetch(seriesOf(key), charge).pipe(
-        Effect.catchIf((error) => error.kind === "not-found", () => Effect.succeed(null)),
+        Effect.catchReason("SourceError", "NotFound", () => Effect.succeed(null)),
         Effect.map((chart): readonly [string, Chart] => [key, chart])
       ))
 
@@ -87,7 +87,7 @@ const makeDailyPoints = Effect.gen(function*() {
 
   /** No copy, and CoinGecko cannot give the missing days: the days held, marked stale. */
   const heldInstead = (key: SeriesOf, error: SourceError) =>
-    error.kind === "not-found"
+    error.reason._tag === "NotFound"
       ? Effect.succeed(Result.fail(error))
       : Effect.map(Effect.all([kept.held(key), Clock.currentTimeMillis]), ([held, now]) =>
         Option.match(held, {

@@ -10,7 +10,7 @@ import type { Timing } from "../copies/entry.ts"
 import { type Coin, CoinDirectory } from "../ports.ts"
 import { UnsupportedCurrencyError } from "../RatesProvider.ts"
 import { curatedCoins } from "../symbols.ts"
-import { Charge, SourceError } from "../upstream.ts"
+import { Charge, type SourceError, sourceError } from "../upstream.ts"
 import { CoinGeckoClient } from "./CoinGeckoClient.ts"
 import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
 
@@ -106,10 +106,10 @@ const makeDirectory = Effect.gen(function*() {
     if (index === undefined) byRanks.set(ranked, index = buildCoinIndex(listed, ranked))
     return index
   }
-  /** A list that cannot be had now: `unavailable`, asked again when its next load may be tried. */
+  /** A list that cannot be had now: `Unavailable`, asked again when its next load may be tried. */
   const unavailable = (held: { readonly retryAfterSeconds: (key: string) => Effect.Effect<number> }, key: string) =>
     Effect.flatMap(held.retryAfterSeconds(key), (retryAfterSeconds) =>
-      Effect.fail(new SourceError({ source: "coingecko", kind: "unavailable", detail: "the coin index is not loaded yet", retryAfterSeconds })))
+      Effect.fail(sourceError("coingecko", "Unavailable", "the coin index is not loaded yet", retryAfterSeconds)))
   const index = (deadline: number) =>
     Effect.all([
       Effect.catch(coins.get(COIN_LIST, Charge.background, deadline), () => unavailable(coins, COIN_LIST)),

@@ -63,7 +63,7 @@ const BEYOND_PLAN_HISTORY = 10012
 /** The refusals CoinGecko explains itself: the plan's history, which is no refused key (upstreamCall.ts `ownRefusal`). */
 export const ownRefusal = (status: number, json: unknown) =>
   status === 401 && Number(errorCodeOf(json)) === BEYOND_PLAN_HISTORY
-    ? { kind: "beyond-plan" as const, reason: "asked beyond the plan's history (Demo: the past 365 days)" }
+    ? { reason: "BeyondPlan" as const, detail: "asked beyond the plan's history (Demo: the past 365 days)" }
     : undefined
 
 /** What CoinGecko said about its error, for logs and the error's reason. */

@@ -4,7 +4,7 @@
  * A fetch runs in the holder's scope: a reader that stops waiting wastes no paid call (Effect's `Cache` would).
  */
 import { Cause, Clock, Deferred, Duration, Effect, Exit, Option, Schema, type Scope } from "effect"
-import { Charge, SourceError } from "../upstream.ts"
+import { Charge, type SourceError, sourceError } from "../upstream.ts"
 import { CopyStore, type CopyWrite } from "./CopyStore.ts"
 import { deepFreeze } from "../../platform/deepFreeze.ts"
 import type { Copies, CopiesOptions, Entry, Served } from "./entry.ts"
@@ -120,7 +120,7 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
           for (let i = 0; i < values.length; i++) {
             const verdict = options.accept(values[i]!, before[i]?.value)
             if (verdict === true) continue
-            return yield* Effect.fail(new SourceError({ source: options.source, kind: "invalid-response", detail: `${options.name} refused: ${verdict}`, retryAfterSeconds: 0 }))
+            return yield* Effect.fail(sourceError(options.source, "InvalidResponse", `${options.name} refused: ${verdict}`))
           }
         }
         const storedAt = yield* Clock.currentTimeMillis
@@ -215,12 +215,12 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
           const group = charge._tag === "Background" && backoff.size > 0 ? groupOf(keys[batch[0]!]!) : undefined
           if (group !== undefined && backingOff(group, now)) {
             const refused = Deferred.makeUnsafe<ReadonlyMap<string, Entry<A>>, SourceError>()
-            Deferred.doneUnsafe(refused, Exit.fail(new SourceError({
-              source: options.source,
-              kind: "unavailable",
-              detail: `the ${options.name} is not held and cannot be loaded now`,
-              retryAfterSeconds: Math.ceil((backoff.get(group)!.until - now) / 1000)
-            })))
+            Deferred.doneUnsafe(refused, Exit.fail(sourceError(
+              options.source,
+              "Unavailable",
+              `the ${options.name} is not held and cannot be loaded now`,
+              Math.ceil((backoff.get(group)!.until - now) / 1000)
+            )))
             for (const i of batch) waits[i] = refused
             continue
           }
@@ -234,7 +234,7 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
     const fill = (keys: ReadonlyArray<K>, storeKeys: ReadonlyArray<string>, charge: Charge, deadline: number, seen: number) =>
       Effect.gen(function*() {
         const waits = yield* flightsFor(keys, storeKeys, charge, yield* Clock.currentTimeMillis, seen)
-        const timedOut = Effect.fail(new SourceError({ source: options.source, kind: "transient", detail: "no answer within the request's budget", retryAfterSeconds: 0 }))
+        const timedOut = Effect.fail(sourceError(options.source, "Transient", "no answer within the request's budget"))
         const outcomes = new Map<Flight<A>, Exit.Exit<ReadonlyMap<string, Entry<A>>, SourceError>>()
         for (const flight of new Set(waits)) {
           const remaining = Math.max(0, deadline - (yield* Clock.currentTimeMillis))
@@ -247,7 +247,7 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
           if (Exit.isSuccess(exit)) {
             const entry = exit.value.get(storeKeys[i]!)
             if (entry !== undefined) entries.set(keys[i]!, entry)
-            else failures.set(keys[i]!, new SourceError({ source: options.source, kind: "invalid-response", detail: `no ${options.name} for ${storeKeys[i]!}`, retryAfterSeconds: 0 }))
+            else failures.set(keys[i]!, sourceError(options.source, "InvalidResponse", `no ${options.name} for ${storeKeys[i]!}`))
           } else {
             const error = Cause.findErrorOption(exit.cause)
             if (Option.isSome(error)) failures.set(keys[i]!, error.value)
@@ -300,7 +300,7 @@ export const makeCopies = <K, A, I = any>(options: CopiesOptions<K, A, I>): Effe
           }
           // A not-found answer is not a failure of the source, and is never papered over with an old copy.
           const copy = copies.get(key)
-          if (copy !== undefined && options.lastGoodMs > 0 && options.isNegative?.(copy.value) !== true && failures.get(key)?.kind !== "not-found") {
+          if (copy !== undefined && options.lastGoodMs > 0 && options.isNegative?.(copy.value) !== true && failures.get(key)?.reason._tag !== "NotFound") {
             out.set(key, lastGood(copy))
           }
         }

@@ -10,7 +10,7 @@ import { TestClock } from "effect/testing"
 import { makeCopies } from "../../../src/rates/copies/Copies.ts"
 import { CopyStore } from "../../../src/rates/copies/CopyStore.ts"
 import { freshFor } from "../../../src/rates/copies/entry.ts"
-import { Charge, SourceError } from "../../../src/rates/upstream.ts"
+import { Charge, sourceError } from "../../../src/rates/upstream.ts"
 
 const far = Number.MAX_SAFE_INTEGER
 const charge = Charge.request("ip:192.0.2.1")
@@ -30,7 +30,7 @@ const counted = (options: { readonly batched?: boolean; readonly fail?: () => bo
         Effect.suspend(() => {
           calls.push(keys)
           return Deferred.await(gate).pipe(Effect.andThen(options.fail?.() === true
-            ? Effect.fail(new SourceError({ source: "coingecko", kind: "transient", detail: "test: down", retryAfterSeconds: 0 }))
+            ? Effect.fail(sourceError("coingecko", "Transient", "test: down"))
             : Effect.succeed(keys.map((key) => [key, key.length] as const))))
         }),
       batched: options.batched,

@@ -9,7 +9,7 @@ import { Duration, Effect, Fiber, Layer, Option, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { makeCopies } from "../../../src/rates/copies/Copies.ts"
 import { CopyStore, type CopyStoreShape } from "../../../src/rates/copies/CopyStore.ts"
-import { Charge, SourceError } from "../../../src/rates/upstream.ts"
+import { Charge, type SourceError, sourceError } from "../../../src/rates/upstream.ts"
 
 /** A source's list whose answers the test scripts: a value, or "fail". */
 const scripted = (answers: Array<ReadonlyArray<string> | "fail">) => {
@@ -17,7 +17,7 @@ const scripted = (answers: Array<ReadonlyArray<string> | "fail">) => {
   const fetch = Effect.suspend(() => {
     const answer = answers[Math.min(state.calls++, answers.length - 1)]!
     return answer === "fail"
-      ? Effect.fail(new SourceError({ source: "coingecko", kind: "transient", detail: "test: down", retryAfterSeconds: 0 }))
+      ? Effect.fail(sourceError("coingecko", "Transient", "test: down"))
       : Effect.succeed(answer)
   })
   return { state, fetch }

@@ -42,7 +42,7 @@ export interface HeldCredits {
 
 export class MonthlyBudget extends Context.Service<MonthlyBudget, {
   readonly plan: CreditPlan
-  /** Takes `count` credits (default 1) for calls of `kind`, all or none, or fails `rate-limited` with the wait. */
+  /** Takes `count` credits (default 1) for calls of `kind`, all or none, or fails `RateLimited` with the wait. */
   readonly spend: (kind: CreditKind, count?: number) => Effect.Effect<HeldCredits, SourceError>
   readonly snapshot: Effect.Effect<CreditSnapshot>
 }>()("app/rates/MonthlyBudget") {
@@ -182,7 +182,7 @@ export const makeMonthlyBudget = (plan: CreditPlan, cell: DurableCellShape, opti
             perMonth: plan.perMonth
           })
         }
-        return yield* failWithFor("coingecko")("rate-limited", `the month's ${kind} credits are spent for now (${plan.perMonth} a month, at an even pace)`, seconds)
+        return yield* failWithFor("coingecko")("RateLimited", `the month's ${kind} credits are spent for now (${plan.perMonth} a month, at an even pace)`, seconds)
       })
 
     const snapshot = Effect.gen(function*() {
@@ -208,7 +208,7 @@ const callerBucket = (caller: string): number => {
 }
 
 export interface Budget {
-  /** One attempt of a data call: its minute's tokens, then a month's credit held for it; else `rate-limited`. */
+  /** One attempt of a data call: its minute's tokens, then a month's credit held for it; else `RateLimited`. */
   readonly spend: (charge: Charge, firstAttempt: boolean) => Effect.Effect<HeldCredits, SourceError>
   /** One call for the lists: a token of the minute's whole budget (their credits: `listCredits`). */
   readonly listCall: Effect.Effect<void, SourceError>
@@ -225,7 +225,7 @@ export const makeBudget = (
 ): Budget => {
   let storeFailing = false
   const exceeded = (spent: string) => (error: RateLimiter.RateLimiterError) =>
-    error.reason._tag === "RateLimitExceeded" ? fail("rate-limited", spent, Math.ceil(Duration.toSeconds(error.reason.retryAfter))) : Effect.die(error)
+    error.reason._tag === "RateLimitExceeded" ? fail("RateLimited", spent, Math.ceil(Duration.toSeconds(error.reason.retryAfter))) : Effect.die(error)
   const bucket = (key: string, limit: number, spent: string) => {
     const own = ownLimiter.consume({ key, algorithm: "token-bucket", onExceeded: "fail", limit: Math.max(1, Math.floor(limit / config.workers)), window: "1 minute" })
     return limiter.consume({ key, algorithm: "token-bucket", onExceeded: "fail", limit, window: "1 minute" }).pipe(
