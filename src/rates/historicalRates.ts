@@ -5,9 +5,9 @@
 import { Clock, Effect, Layer } from "effect"
 import { assembleAnswer, coinIds, notServedFresh, RatesAnswerMemo, verdictOf, wantedCoins } from "./answer.ts"
 import { RatesDemand } from "./coingecko/latestPrices.ts"
-import { CoinDirectory, DailyPoints, LatestPrices, type LiveQuote, LiveQuotes, type PricesFound, type Served, SecondSource, type Spend, type WantedCoin } from "./ports.ts"
+import { CoinDirectory, DailyPoints, LatestPrices, type LiveQuote, LiveQuotes, type PricesFound, type Served, SecondSource, type WantedCoin } from "./ports.ts"
 import { type RatesAnswer, type RatesError, RatesProvider, type RatesQuery } from "./RatesProvider.ts"
-import { Charge } from "./upstream.ts"
+import { Charge, spendingUntil } from "./upstream.ts"
 
 export interface HistoricalRatesOptions {
   /** The most a request waits, retries included (CONTRACT C4 answers within 10 s whatever the sources do). */
@@ -27,11 +27,11 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
     const noPrices: PricesFound = { latest: new Map(), failure: undefined }
     const noQuotes: ReadonlyMap<string, Served<LiveQuote>> = new Map()
     /** Step 2: live quotes first; the first source's credits only for the coins they do not cover. */
-    const latestPrices = (coins: ReadonlyArray<WantedCoin>, currency: string, spend: Spend) =>
+    const latestPrices = (coins: ReadonlyArray<WantedCoin>, currency: string) =>
       Effect.gen(function*() {
-        const quotes = live.sourcing === undefined ? noQuotes : yield* live.quotes(coins, currency, spend.deadline)
+        const quotes = live.sourcing === undefined ? noQuotes : yield* live.quotes(coins, currency)
         const rest = coins.filter((coin) => !quotes.has(coin.id)).map((coin) => coin.id)
-        const latest = rest.length === 0 ? noPrices : yield* prices.latest(rest, currency, spend)
+        const latest = rest.length === 0 ? noPrices : yield* prices.latest(rest, currency)
         return { quotes, latest }
       })
     const historical = (query: RatesQuery): Effect.Effect<RatesAnswer, RatesError> =>
@@ -42,21 +42,22 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
         const deadline = startedAt + budget
         // The cold fetches of this request are charged to its caller; its failures count once in a breaker.
         const charge = Charge.request(query.caller)
+        const until = (stepDeadline: number) => spendingUntil(stepDeadline, charge)
         const currency = query.currency.toLowerCase()
         // 1. Lists held in memory: only right after start-up may a request wait for their load (a third of its budget).
-        const listsDeadline = Math.min(deadline, startedAt + budget / 3)
-        yield* directory.checkCurrency(currency, listsDeadline)
-        const resolved = yield* directory.resolve(query.symbols, listsDeadline)
-        const ids = coinIds(resolved)
+        const { ids, resolved } = yield* Effect.gen(function*() {
+          yield* directory.checkCurrency(currency)
+          const resolved = yield* directory.resolve(query.symbols)
+          return { ids: coinIds(resolved), resolved }
+        }).pipe(until(Math.min(deadline, startedAt + budget / 3)))
         // 2 and 3. With a second source, the first has two thirds of the budget: the rest is the second's.
-        const first = { charge, deadline: second.sourcing === undefined ? deadline : startedAt + (budget * 2) / 3 }
         const [{ latest, quotes }, charts] = yield* Effect.all([
-          latestPrices(wantedCoins(resolved), currency, first),
-          points.series(ids, currency, first)
-        ], { concurrency: 2 })
+          latestPrices(wantedCoins(resolved), currency),
+          points.series(ids, currency)
+        ], { concurrency: 2 }).pipe(until(second.sourcing === undefined ? deadline : startedAt + (budget * 2) / 3))
         // 4. Only for what the first source could not serve fresh: when it serves, the second is never asked.
         const wanted = second.sourcing === undefined ? [] : notServedFresh(resolved, quotes, latest, charts)
-        const fallback = wanted.length === 0 ? undefined : yield* second.ratesFor(wanted, currency, deadline)
+        const fallback = wanted.length === 0 ? undefined : yield* second.ratesFor(wanted, currency).pipe(until(deadline))
         // 5. The C4 body.
         const answer = yield* Effect.fromResult(assembleAnswer({
           query: { ...query, currency },

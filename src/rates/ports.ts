@@ -3,7 +3,7 @@ import { Context, Effect, Layer, type Result } from "effect"
 import type { Served } from "./copies/entry.ts"
 import type { DailyPoint } from "./dailySeries.ts"
 import type { UnsupportedCurrencyError } from "./RatesProvider.ts"
-import type { Charge, SourceError, SourceName } from "./upstream.ts"
+import type { SourceError, SourceName } from "./upstream.ts"
 
 export type { Served } from "./copies/entry.ts"
 
@@ -16,17 +16,11 @@ export interface Resolved {
   readonly coins: ReadonlyMap<string, Coin | null>
 }
 
-/** Who pays for what a step fetches, and until when (epoch ms) the request waits for it. */
-export interface Spend {
-  readonly charge: Charge
-  readonly deadline: number
-}
-
 export class CoinDirectory extends Context.Service<CoinDirectory, {
-  /** Fails for a code the source does not quote; waits at most until `deadline` (a list's first load). */
-  readonly checkCurrency: (currency: string, deadline: number) => Effect.Effect<void, UnsupportedCurrencyError>
+  /** Fails for a code the source does not quote; waits at most until the `Spend` deadline (a list's first load). */
+  readonly checkCurrency: (currency: string) => Effect.Effect<void, UnsupportedCurrencyError>
   /** Symbols → coins. Fails (`Unavailable`, a 503) only when a symbol needs a list never loaded. */
-  readonly resolve: (symbols: ReadonlyArray<string>, deadline: number) => Effect.Effect<Resolved, SourceError>
+  readonly resolve: (symbols: ReadonlyArray<string>) => Effect.Effect<Resolved, SourceError>
 }>()("app/rates/CoinDirectory") {}
 
 /** Latest price and % changes of one coin in one currency; null when the source lists no market for it. */
@@ -52,8 +46,8 @@ export interface Sourcing {
 }
 
 export class LatestPrices extends Context.Service<LatestPrices, Sourcing & {
-  /** Never fails: see `failure`. */
-  readonly latest: (ids: ReadonlyArray<string>, currency: string, spend: Spend) => Effect.Effect<PricesFound>
+  /** Paid and waited for as `Spend` says. Never fails: see `failure`. */
+  readonly latest: (ids: ReadonlyArray<string>, currency: string) => Effect.Effect<PricesFound>
 }>()("app/rates/LatestPrices") {}
 
 /** A coin's price as a live source quotes it: its last trade, and the change over 24 hours in %. */
@@ -65,8 +59,8 @@ export interface LiveQuote {
 export class LiveQuotes extends Context.Service<LiveQuotes, {
   /** Which source it is, and its attribution; none: no live quotes (`COINBASE_WS_URL=none`). */
   readonly sourcing: Sourcing | undefined
-  /** The coins quoted live in `currency` (lower-case); one not quoted, or not had by `deadline` (epoch ms), is absent. Never fails. */
-  readonly quotes: (coins: ReadonlyArray<WantedCoin>, currency: string, deadline: number) => Effect.Effect<ReadonlyMap<string, Served<LiveQuote>>>
+  /** The coins quoted live in `currency` (lower-case); one not quoted, or not had by the `Spend` deadline, is absent. Never fails. */
+  readonly quotes: (coins: ReadonlyArray<WantedCoin>, currency: string) => Effect.Effect<ReadonlyMap<string, Served<LiveQuote>>>
 }>()("app/rates/LiveQuotes") {
   static readonly layerNone: Layer.Layer<LiveQuotes> = Layer.succeed(LiveQuotes)({
     sourcing: undefined,
@@ -78,7 +72,8 @@ export class LiveQuotes extends Context.Service<LiveQuotes, {
 export type Chart = ReadonlyArray<DailyPoint> | null
 
 export class DailyPoints extends Context.Service<DailyPoints, Sourcing & {
-  readonly series: (ids: ReadonlyArray<string>, currency: string, spend: Spend) => Effect.Effect<ReadonlyMap<string, Result.Result<Served<Chart>, SourceError>>>
+  /** Paid and waited for as `Spend` says. */
+  readonly series: (ids: ReadonlyArray<string>, currency: string) => Effect.Effect<ReadonlyMap<string, Result.Result<Served<Chart>, SourceError>>>
 }>()("app/rates/DailyPoints") {}
 
 export interface WantedCoin {
@@ -105,8 +100,8 @@ export type SecondOutcome =
 export class SecondSource extends Context.Service<SecondSource, {
   /** Which source it is, and its attribution; none: the first source's failures reach the caller as they are. */
   readonly sourcing: Sourcing | undefined
-  /** Per coin id, its rate in `currency` (lower-case) or why not (`NotFound`: not listed); waits until `deadline`. Never fails. */
-  readonly ratesFor: (coins: ReadonlyArray<WantedCoin>, currency: string, deadline: number) => Effect.Effect<ReadonlyMap<string, SecondOutcome>>
+  /** Per coin id, its rate in `currency` (lower-case) or why not (`NotFound`: not listed); waits until the `Spend` deadline. Never fails. */
+  readonly ratesFor: (coins: ReadonlyArray<WantedCoin>, currency: string) => Effect.Effect<ReadonlyMap<string, SecondOutcome>>
 }>()("app/rates/SecondSource") {
   /** No second source (`RATES_FALLBACK=none`). */
   static readonly layerNone: Layer.Layer<SecondSource> = Layer.succeed(SecondSource)({

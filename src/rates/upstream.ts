@@ -1,5 +1,5 @@
 /** What every rates source shares: how a call fails (`SourceError`), what that means to the caller (502 or 503), and who pays (`Charge`). */
-import { Effect, Schema } from "effect"
+import { Context, Effect, Schema } from "effect"
 import { RatesUnavailableError, RatesUpstreamError, type SourceName } from "./RatesProvider.ts"
 
 export type { SourceName } from "./RatesProvider.ts"
@@ -91,3 +91,16 @@ export const Charge = {
   request: (caller: string | undefined): Charge => ({ _tag: "Request", caller, failureCounted: false }),
   background: { _tag: "Background" } as Charge
 }
+
+/**
+ * Who pays for what the work running fetches, and until when (epoch ms) it waits for it: one context, set by the
+ * use case for each of its steps (historicalRates.ts), read where a call is paid (the clients) or waited for (the
+ * copies). The service's own work (refreshes, lists) runs with the default: the background's, without a deadline.
+ */
+export interface Spend {
+  readonly charge: Charge
+  readonly deadline: number
+}
+export const Spend = Context.Reference<Spend>("app/rates/Spend", { defaultValue: () => ({ charge: Charge.background, deadline: Number.POSITIVE_INFINITY }) })
+/** Runs an effect as work waited for until `deadline`, paid by `charge` (the background's when not said). */
+export const spendingUntil = (deadline: number, charge: Charge = Charge.background) => Effect.provideService(Spend, { charge, deadline })

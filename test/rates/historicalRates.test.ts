@@ -10,9 +10,9 @@ import { TestClock } from "effect/testing"
 import { RatesAnswerMemo } from "../../src/rates/answer.ts"
 import { RatesDemand } from "../../src/rates/coingecko/latestPrices.ts"
 import * as HistoricalRates from "../../src/rates/historicalRates.ts"
-import { type Chart, CoinDirectory, DailyPoints, type Latest, LatestPrices, type LiveQuote, LiveQuotes, SecondSource, type Served, type Spend } from "../../src/rates/ports.ts"
+import { type Chart, CoinDirectory, DailyPoints, type Latest, LatestPrices, type LiveQuote, LiveQuotes, SecondSource, type Served} from "../../src/rates/ports.ts"
 import { RatesProvider } from "../../src/rates/RatesProvider.ts"
-import { sourceError } from "../../src/rates/upstream.ts"
+import { sourceError, Spend } from "../../src/rates/upstream.ts"
 
 const NOW = Date.UTC(2026, 11, 1, 10)
 const DAY = 86_400_000
@@ -29,38 +29,42 @@ interface Visit {
  */
 const recordingPorts = (options: { readonly failing?: ReadonlyArray<string>; readonly second?: boolean; readonly quoted?: ReadonlyArray<string> } = {}) => {
   const visits: Array<Visit> = []
-  const visit = (port: string, ...args: ReadonlyArray<unknown>) => Effect.sync(() => void visits.push({ port, args }))
+  // Each visit records its arguments, then the \`Spend\` (who pays, until when) it was made under.
+  const visit = (port: string, ...args: ReadonlyArray<unknown>) => Effect.gen(function*() {
+    const spend = yield* Spend
+    visits.push({ port, args: [...args, spend] })
+  })
   const fresh = <A>(value: A): Served<A> => ({ value, storedAt: NOW, stale: false, holdsUntil: NOW + 60_000 })
   const coins = new Map([["BTC", { id: "bitcoin", name: "Bitcoin" }], ["ETH", { id: "ethereum", name: "Ethereum" }]])
   const first = { source: "coingecko" as const, attribution: "Data provided by CoinGecko" }
   const layer = Layer.mergeAll(
     Layer.succeed(CoinDirectory)({
-      checkCurrency: (currency, deadline) => visit("CoinDirectory.checkCurrency", currency, deadline),
-      resolve: (symbols, deadline) =>
-        Effect.as(visit("CoinDirectory.resolve", symbols, deadline), { coins: new Map(symbols.map((s) => [s, coins.get(s) ?? null] as const)) })
+      checkCurrency: (currency) => visit("CoinDirectory.checkCurrency", currency),
+      resolve: (symbols) =>
+        Effect.as(visit("CoinDirectory.resolve", symbols), { coins: new Map(symbols.map((s) => [s, coins.get(s) ?? null] as const)) })
     }),
     options.quoted === undefined ? LiveQuotes.layerNone : Layer.succeed(LiveQuotes)({
       sourcing: { source: "coinbase", attribution: "Data provided by Coinbase Exchange" },
-      quotes: (wanted, currency, deadline) =>
+      quotes: (wanted, currency) =>
         Effect.as(
-          visit("LiveQuotes.quotes", wanted, currency, deadline),
+          visit("LiveQuotes.quotes", wanted, currency),
           new Map(wanted.filter((coin) => options.quoted!.includes(coin.id)).map((coin) =>
             [coin.id, { value: { price: 101, change24h: 0.5 }, storedAt: NOW - 1_000, stale: false, holdsUntil: NOW + 1_000 } satisfies Served<LiveQuote>] as const))
         )
     }),
     Layer.succeed(LatestPrices)({
       ...first,
-      latest: (ids, currency, spend) =>
-        Effect.as(visit("LatestPrices.latest", ids, currency, spend), {
+      latest: (ids, currency) =>
+        Effect.as(visit("LatestPrices.latest", ids, currency), {
           latest: new Map(ids.map((id) => [id, fresh<Latest>({ name: id, price: 100, change24h: 1, change7d: 2, change30d: 3 })] as const)),
           failure: undefined
         })
     }),
     Layer.succeed(DailyPoints)({
       ...first,
-      series: (ids, currency, spend) =>
+      series: (ids, currency) =>
         Effect.as(
-          visit("DailyPoints.series", ids, currency, spend),
+          visit("DailyPoints.series", ids, currency),
           new Map(ids.map((id) => [
             id,
             options.failing?.includes(id)
@@ -71,9 +75,9 @@ const recordingPorts = (options: { readonly failing?: ReadonlyArray<string>; rea
     }),
     options.second === false ? SecondSource.layerNone : Layer.succeed(SecondSource)({
       sourcing: { source: "coinbase", attribution: "Data provided by Coinbase Exchange" },
-      ratesFor: (wanted, currency, deadline) =>
+      ratesFor: (wanted, currency) =>
         Effect.as(
-          visit("SecondSource.ratesFor", wanted, currency, deadline),
+          visit("SecondSource.ratesFor", wanted, currency),
           new Map(wanted.map((coin) => [coin.id, {
             _tag: "Served" as const,
             rate: { name: coin.symbol, price: 99, change: { "24h": null, "7d": null, "30d": null }, series: [[NOW - NOW % DAY, 94] as const], asOf: NOW, holdsUntil: NOW + 60_000 }
@@ -129,7 +133,7 @@ describe("the rates use case over its ports", () => {
       assert.strictEqual(points.charge, prices.charge, "one request, one charge: its failures count once in a breaker")
       // With a second source, the first has two thirds of the request's budget; the lists a third.
       assert.strictEqual(prices.deadline, NOW + (BUDGET_MS * 2) / 3)
-      assert.strictEqual(ports.visits[0]!.args[1], NOW + BUDGET_MS / 3)
+      assert.strictEqual((ports.visits[0]!.args[1] as Spend).deadline, NOW + BUDGET_MS / 3)
     }).pipe(Effect.provide(useCase(ports.layer)))
   })
 

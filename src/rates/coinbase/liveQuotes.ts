@@ -11,7 +11,7 @@ import { makeCopies } from "../copies/Copies.ts"
 import type { CopyStore } from "../copies/CopyStore.ts"
 import { type LiveQuote, LiveQuotes, type Served, type WantedCoin } from "../ports.ts"
 import { curatedCoinFor } from "../symbols.ts"
-import { Charge } from "../upstream.ts"
+import { Charge, Spend } from "../upstream.ts"
 import { change24h } from "./candles.ts"
 import { COINBASE_ATTRIBUTION, CoinbaseClient } from "./CoinbaseClient.ts"
 import { CoinbaseConfig } from "./CoinbaseConfig.ts"
@@ -76,8 +76,9 @@ const makeLiveQuotes = (feedUrl: string) =>
       loadLeaseMs: config.attemptTimeoutMs
     })
 
-    const quotes = (coins: ReadonlyArray<WantedCoin>, currency: string, deadline: number) =>
+    const quotes = (coins: ReadonlyArray<WantedCoin>, currency: string) =>
       Effect.gen(function*() {
+        const { deadline } = yield* Spend
         const now = yield* Clock.currentTimeMillis
         newList(yield* products.held)
         const holdsUntil = now + LIVE_HOLD_MS

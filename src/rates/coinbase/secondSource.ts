@@ -11,7 +11,7 @@ import { changesFromSeries, DAY_MS, type DailyPoint, millisUntilNextDailyPoint }
 import { DailyHistory, makeKeptSeries } from "../history/DailyHistory.ts"
 import { type SecondOutcome, type SecondRate, SecondSource, type WantedCoin } from "../ports.ts"
 import { curatedCoinFor } from "../symbols.ts"
-import { Charge, type SourceError, sourceError } from "../upstream.ts"
+import { Charge, type SourceError, sourceError, Spend } from "../upstream.ts"
 import { asMidnightPoints, change24h } from "./candles.ts"
 import { COINBASE_ATTRIBUTION, CoinbaseClient, type Stats } from "./CoinbaseClient.ts"
 import { CoinbaseConfig } from "./CoinbaseConfig.ts"
@@ -91,8 +91,9 @@ const makeCoinbaseSource = Effect.gen(function*() {
 
   return SecondSource.of({
     sourcing: { source: "coinbase", attribution: COINBASE_ATTRIBUTION },
-    ratesFor: (coins, currency, deadline) =>
+    ratesFor: (coins, currency) =>
       Effect.gen(function*() {
+        const { deadline } = yield* Spend
         const now = yield* Clock.currentTimeMillis
         const outcomes = yield* Effect.forEach(coins, (wanted) =>
           rateOf(wanted, currency, deadline).pipe(

@@ -10,7 +10,7 @@ import { deepFreeze } from "../../platform/deepFreeze.ts"
 import { DAY_MS, type DailyPoint, type DayRange, seriesTiming } from "../dailySeries.ts"
 import { DailyHistory, makeKeptSeries } from "../history/DailyHistory.ts"
 import { type Chart, DailyPoints, type Served } from "../ports.ts"
-import type { Charge, SourceError } from "../upstream.ts"
+import { type Charge, type SourceError, Spend } from "../upstream.ts"
 import { type ChartPoint, CoinGeckoClient } from "./CoinGeckoClient.ts"
 import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
 import { ATTRIBUTION } from "./latestPrices.ts"
@@ -98,8 +98,9 @@ const makeDailyPoints = Effect.gen(function*() {
   return DailyPoints.of({
     source: "coingecko",
     attribution: ATTRIBUTION,
-    series: (ids, currency, { charge, deadline }) =>
+    series: (ids, currency) =>
       Effect.gen(function*() {
+        const { charge, deadline } = yield* Spend
         const keys = ids.map((coin) => chartKey(coin, currency))
         const { failures, served } = yield* copies.getAll(keys, charge, deadline)
         const out = new Map<string, Result.Result<Served<Chart>, SourceError>>()

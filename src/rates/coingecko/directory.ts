@@ -10,7 +10,7 @@ import type { Timing } from "../copies/entry.ts"
 import { type Coin, CoinDirectory } from "../ports.ts"
 import { UnsupportedCurrencyError } from "../RatesProvider.ts"
 import { curatedCoins } from "../symbols.ts"
-import { Charge, type SourceError, sourceError } from "../upstream.ts"
+import { Charge, type SourceError, sourceError, Spend } from "../upstream.ts"
 import { CoinGeckoClient } from "./CoinGeckoClient.ts"
 import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
 
@@ -131,14 +131,16 @@ const makeDirectory = Effect.gen(function*() {
   }
 
   return CoinDirectory.of({
-    checkCurrency: (currency, deadline) =>
+    checkCurrency: (currency) =>
       Effect.gen(function*() {
+        const { deadline } = yield* Spend
         const held = yield* Effect.option(currencies.get(CURRENCIES, Charge.background, deadline))
         const codes = Option.isSome(held) ? held.value.value : RELEASE_CURRENCIES
         if (!setOf(codes).has(currency)) return yield* Effect.fail(new UnsupportedCurrencyError({ currency }))
       }),
-    resolve: (symbols, deadline) =>
+    resolve: (symbols) =>
       Effect.gen(function*() {
+        const { deadline } = yield* Spend
         const coins = new Map<string, Coin | null>()
         let held: CoinIndex | undefined
         for (const symbol of symbols) {

@@ -11,7 +11,7 @@ import type { CopyStore } from "../copies/CopyStore.ts"
 import { freshFor, type Timing } from "../copies/entry.ts"
 import { DAY_MS } from "../dailySeries.ts"
 import { type Latest, LatestPrices, type Served } from "../ports.ts"
-import type { Charge } from "../upstream.ts"
+import { type Charge, Spend } from "../upstream.ts"
 import { CoinGeckoClient, type MarketRow } from "./CoinGeckoClient.ts"
 import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
 import { MonthlyBudget } from "./credits/MonthlyBudget.ts"
@@ -371,8 +371,9 @@ const makeLatestPrices = Effect.gen(function*() {
   return LatestPrices.of({
     source: "coingecko",
     attribution: ATTRIBUTION,
-    latest: (ids, currency, { charge, deadline }) =>
+    latest: (ids, currency) =>
       Effect.gen(function*() {
+        const { charge, deadline } = yield* Spend
         pacer.note(currency, ids, yield* Clock.currentTimeMillis)
         const keys = ids.map((id) => latestKey(currency, id))
         const { failure, served } = yield* copies.getAll(keys, charge, deadline)

@@ -16,6 +16,7 @@ import { CoinbaseProducts } from "../../../src/rates/coinbase/products.ts"
 import { LiveQuotes, type WantedCoin } from "../../../src/rates/ports.ts"
 import { type CoinbaseEmulator, startCoinbaseEmulator } from "../../emulators/coinbase.ts"
 import { coinbaseClient } from "./support.ts"
+import { spendingUntil } from "../../../src/rates/upstream.ts"
 
 const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
 // Guards short enough for a test, long enough that a loaded machine's pauses (CI runs two files at once)
@@ -52,7 +53,7 @@ const startInstance = async (prefix: string): Promise<Instance> => {
   const context = await Effect.runPromise(Layer.buildWithScope(layer, scope))
   const live = Context.get(context, LiveQuotes)
   const instance: Instance = {
-    quotes: (coins, currency) => Effect.runPromise(live.quotes(coins, currency, Date.now() + 2_000)),
+    quotes: (coins, currency) => Effect.runPromise(live.quotes(coins, currency).pipe(spendingUntil(Date.now() + 2_000))),
     stop: () => Effect.runPromise(Scope.close(scope, Exit.void))
   }
   running.push(instance)

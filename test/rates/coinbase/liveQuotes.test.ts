@@ -18,6 +18,7 @@ import { LiveQuotes, type WantedCoin } from "../../../src/rates/ports.ts"
 import { type CoinbaseEmulator, startCoinbaseEmulator } from "../../emulators/coinbase.ts"
 import { coinbasePrice } from "../../emulators/coinbase-data.ts"
 import { coinbaseClient } from "./support.ts"
+import { spendingUntil } from "../../../src/rates/upstream.ts"
 
 let emulator: CoinbaseEmulator
 
@@ -60,7 +61,7 @@ const askUntil = (coins: ReadonlyArray<WantedCoin>, currency: string, done: (fou
     const live = yield* LiveQuotes
     const until = Date.now() + withinMs
     for (;;) {
-      const found = yield* live.quotes(coins, currency, Date.now() + 2_000)
+      const found = yield* live.quotes(coins, currency).pipe(spendingUntil(Date.now() + 2_000))
       if (done(found) || Date.now() > until) return found
       yield* Effect.sleep("50 millis")
     }
@@ -77,7 +78,7 @@ describe("live quotes from Coinbase's feed", () => {
       assert.strictEqual(emulator.stats().feed.byProduct["BTC-USD"]?.subscribers, 1)
       yield* Effect.sleep("500 millis")
       const before = restCalls()
-      const found = yield* live.quotes([BTC, ETH], "usd", Date.now() + 2_000)
+      const found = yield* live.quotes([BTC, ETH], "usd").pipe(spendingUntil(Date.now() + 2_000))
       const now = yield* Clock.currentTimeMillis
       const btc = found.get("bitcoin")!
       assert.isDefined(btc)
@@ -110,7 +111,7 @@ describe("live quotes from Coinbase's feed", () => {
       assert.isAtMost(now - down.get("bitcoin")!.storedAt, 2 * guards.restQuoteMs)
       // Asked again within the copy's time: no new call.
       const calls = restCalls()
-      yield* LiveQuotes.use((live) => live.quotes([BTC], "usd", Date.now() + 2_000))
+      yield* LiveQuotes.use((live) => live.quotes([BTC], "usd").pipe(spendingUntil(Date.now() + 2_000)))
       assert.strictEqual(restCalls(), calls)
       emulator.setFeed("normal")
       // Back within the back-off's longest wait; then no more REST calls.
@@ -118,7 +119,7 @@ describe("live quotes from Coinbase's feed", () => {
       assert.isAtLeast(emulator.stats().feed.connections, 1)
       const settled = restCalls()
       yield* Effect.sleep("300 millis")
-      const back = yield* LiveQuotes.use((live) => live.quotes([BTC], "usd", Date.now() + 2_000))
+      const back = yield* LiveQuotes.use((live) => live.quotes([BTC], "usd").pipe(spendingUntil(Date.now() + 2_000)))
       assert.isAtMost((yield* Clock.currentTimeMillis) - back.get("bitcoin")!.storedAt, 600)
       assert.strictEqual(restCalls(), settled, "the feed again, no REST call")
     }).pipe(Effect.provide(liveQuotes())), 20_000)
@@ -130,7 +131,7 @@ describe("live quotes from Coinbase's feed", () => {
       // After the connection's silence (1 s), the pair is down: the REST ticker serves it (past any copy held).
       yield* Effect.sleep(`${2 * guards.restQuoteMs + 100} millis`)
       const before = restCalls()
-      const down = yield* LiveQuotes.use((live) => live.quotes([ETH], "eur", Date.now() + 2_000))
+      const down = yield* LiveQuotes.use((live) => live.quotes([ETH], "eur").pipe(spendingUntil(Date.now() + 2_000)))
       assert.isTrue(down.has("ethereum"))
       assert.isAbove(restCalls(), before)
       emulator.setFeed("normal")
@@ -146,7 +147,7 @@ describe("live quotes from Coinbase's feed", () => {
       const live = yield* LiveQuotes
       yield* askUntil([BTC], "usd", (found) => found.has("bitcoin"))
       const deadline = Date.now() + 2_000
-      const odd = yield* live.quotes([{ symbol: "ETH", id: "bridged-eth" }, { symbol: "FOO", id: "foo" }, BTC], "jpy", deadline)
+      const odd = yield* live.quotes([{ symbol: "ETH", id: "bridged-eth" }, { symbol: "FOO", id: "foo" }, BTC], "jpy").pipe(spendingUntil(deadline))
       assert.strictEqual(odd.size, 0, "a ticker outside the curated map, or a pair Coinbase does not list: not quoted")
       assert.strictEqual(emulator.stats().feed.byProduct["BTC-USDT"]?.subscribers ?? 0, 0)
       const gbp = yield* askUntil([BTC], "usdt", (found) => found.has("bitcoin"))
@@ -170,7 +171,7 @@ describe("issue 32: the feed within Coinbase's limits", () => {
       yield* waitFor(() => majors.every((id) => subscribed(id) === 1))
       assert.strictEqual(emulator.stats().feed.subscribes, 1, "the majors, all in one message")
       const live = yield* LiveQuotes
-      yield* live.quotes(["BTC", "ETH", "SOL"].map((symbol) => ({ symbol, id: { BTC: "bitcoin", ETH: "ethereum", SOL: "solana" }[symbol]! })), "usdt", Date.now() + 2_000)
+      yield* live.quotes(["BTC", "ETH", "SOL"].map((symbol) => ({ symbol, id: { BTC: "bitcoin", ETH: "ethereum", SOL: "solana" }[symbol]! })), "usdt").pipe(spendingUntil(Date.now() + 2_000))
       yield* waitFor(() => ["BTC-USDT", "ETH-USDT", "SOL-USDT"].every((id) => subscribed(id) === 1))
       assert.strictEqual(emulator.stats().feed.subscribes, 2, "the three asked at once, in one more message")
       assert.strictEqual(emulator.stats().feed.errors, 0)
@@ -185,7 +186,7 @@ describe("issue 32: the feed within Coinbase's limits", () => {
       const sol = yield* askUntil([{ symbol: "SOL", id: "solana" }], "eur", (found) => found.has("solana"))
       assert.isTrue(sol.has("solana"), "its REST ticker serves it")
       yield* Effect.sleep("500 millis")
-      yield* LiveQuotes.use((live) => live.quotes([{ symbol: "SOL", id: "solana" }], "eur", Date.now() + 2_000))
+      yield* LiveQuotes.use((live) => live.quotes([{ symbol: "SOL", id: "solana" }], "eur").pipe(spendingUntil(Date.now() + 2_000)))
       assert.strictEqual(emulator.stats().feed.subscribes, 2, "not asked again (until the product list is reloaded)")
     }).pipe(Effect.provide(liveQuotes())), 15_000)
 
@@ -197,7 +198,7 @@ describe("issue 32: the feed within Coinbase's limits", () => {
       emulator.setFeed("numeric-ticks")
       yield* Effect.sleep(`${guards.pairBehindMs + 2 * guards.restQuoteMs + 300} millis`)
       const before = restCalls()
-      const found = yield* LiveQuotes.use((live) => live.quotes([BTC], "usd", Date.now() + 2_000))
+      const found = yield* LiveQuotes.use((live) => live.quotes([BTC], "usd").pipe(spendingUntil(Date.now() + 2_000)))
       assert.isAbove(restCalls(), before, "the REST ticker was asked: the feed's price is no longer known to hold")
       assert.isAtMost(Date.now() - found.get("bitcoin")!.storedAt, 2 * guards.restQuoteMs + 200)
       assert.isAbove(unreadable(), counted)

@@ -15,6 +15,7 @@ import { coinbaseDailyClose, coinbasePrice, DAY_MS, startOfUtcDay } from "../../
 import { clockLayerFrom } from "../../support/clock.ts"
 import { EMULATOR_NOW } from "../helpers.ts"
 import { coinbaseSecondSource } from "./support.ts"
+import { spendingUntil } from "../../../src/rates/upstream.ts"
 
 let emulator: CoinbaseEmulator
 beforeAll(async () => {
@@ -34,7 +35,7 @@ describe("the second source served by Coinbase", () => {
     Effect.gen(function*() {
       const second = yield* SecondSource
       assert.deepStrictEqual(second.sourcing, { source: "coinbase", attribution: "Data provided by Coinbase Exchange" })
-      const outcomes = yield* second.ratesFor([{ symbol: "ETH", id: "ethereum" }, { symbol: "BNB", id: "binancecoin" }, { symbol: "ETH", id: "bridged-eth" }], "eur", soon())
+      const outcomes = yield* second.ratesFor([{ symbol: "ETH", id: "ethereum" }, { symbol: "BNB", id: "binancecoin" }, { symbol: "ETH", id: "bridged-eth" }], "eur").pipe(spendingUntil(soon()))
       const eth = outcomes.get("ethereum")!
       assert.strictEqual(eth._tag, "Served")
       if (eth._tag === "Served") {
@@ -54,7 +55,7 @@ describe("the second source served by Coinbase", () => {
     Effect.gen(function*() {
       const second = yield* SecondSource
       emulator.setLatency("/products/LTC-EUR", 150)
-      const ask = second.ratesFor([{ symbol: "LTC", id: "litecoin" }], "eur", soon())
+      const ask = second.ratesFor([{ symbol: "LTC", id: "litecoin" }], "eur").pipe(spendingUntil(soon()))
       const answers = yield* Effect.all(Array.from({ length: 8 }, () => ask), { concurrency: "unbounded" })
       emulator.setLatency("/products/LTC-EUR", 0)
       for (const answer of answers) assert.strictEqual(answer.get("litecoin")?._tag, "Served")
@@ -70,7 +71,7 @@ describe("the second source served by Coinbase", () => {
     const today = startOfUtcDay(EMULATOR_NOW)
     return Effect.gen(function*() {
       const second = yield* SecondSource
-      const outcome = (yield* second.ratesFor([{ symbol: "BTC", id: "bitcoin" }], "usd", (yield* Clock.currentTimeMillis) + 5_000)).get("bitcoin")!
+      const outcome = (yield* second.ratesFor([{ symbol: "BTC", id: "bitcoin" }], "usd").pipe(spendingUntil((yield* Clock.currentTimeMillis) + 5_000))).get("bitcoin")!
       assert.strictEqual(outcome._tag, "Served", outcome._tag === "Failed" ? outcome.error.message : "")
       const kept = Option.getOrUndefined(yield* history.read({ coin: "bitcoin", currency: "usd", source: "coinbase" }))
       const days = (kept?.points ?? []).map(([day]) => new Date(day).toISOString())

@@ -14,7 +14,7 @@ import { MonthlyBudget } from "../../../src/rates/coingecko/credits/MonthlyBudge
 import * as Directory from "../../../src/rates/coingecko/directory.ts"
 import { CopyStore } from "../../../src/rates/copies/CopyStore.ts"
 import { CoinDirectory } from "../../../src/rates/ports.ts"
-import { Charge } from "../../../src/rates/upstream.ts"
+import { Charge, spendingUntil } from "../../../src/rates/upstream.ts"
 import { configFrom, type Env } from "../../support/config.ts"
 
 /** A stand-in CoinGecko: `answer` decides each call's status (200 gets a body fit for its path); it counts what it answered. */
@@ -93,7 +93,7 @@ describe("a credit per answer 200", () => {
       // The lists' part holds one load (6 credits): the currency list, the coin list, four rank pages.
       let resolved: string | undefined
       for (let tries = 0; tries < 40 && resolved === undefined; tries++) {
-        const found = yield* Effect.result(coins.resolve(["PEPE"], Date.now() + 1_000))
+        const found = yield* Effect.result(coins.resolve(["PEPE"]).pipe(spendingUntil(Date.now() + 1_000)))
         if (found._tag === "Success") resolved = found.success.coins.get("PEPE")?.id
         else yield* Effect.sleep(50)
       }
