@@ -23,6 +23,8 @@ import { CoinbaseProducts, majorsOf } from "./products.ts"
 const LIVE_HOLD_MS = 1_000
 const RestQuoteSchema = Schema.Struct({ price: Schema.Finite, open: Schema.Finite })
 type RestQuote = typeof RestQuoteSchema.Type
+/** A REST quote's store key: this, then its product id. */
+const TICKER = "rates:v2:coinbase-ticker:"
 const makeLiveQuotes = (feedUrl: string) =>
   Effect.gen(function*() {
     const config = yield* CoinbaseConfig
@@ -59,19 +61,19 @@ const makeLiveQuotes = (feedUrl: string) =>
     }).pipe(Effect.repeat(Schedule.spaced(Duration.seconds(5)))))
     // Coinbase is keyless and costs no credit: its calls are charged to no one's budget.
     const nobody = Charge.request(undefined)
-    const restQuotes = yield* makeCopies<string, RestQuote>({
+    const restQuotes = yield* makeCopies<RestQuote>({
       name: "Coinbase tickers",
       source: "coinbase",
-      keyOf: (productId) => `rates:v2:coinbase-ticker:${productId}`,
       value: RestQuoteSchema,
       // Refreshed ahead while asked, served while the refresh runs: at most about twice `restQuoteMs` old.
       timing: () => ({ ttl: Duration.millis(config.restQuoteMs), refreshAhead: Duration.millis(config.restQuoteMs / 3), grace: Duration.millis(config.restQuoteMs) }),
-      fetch: (ids) =>
-        Effect.forEach(ids, (productId) =>
-          Effect.map(Effect.all([client.ticker(productId), client.stats(productId)], { concurrency: 2 }), ([ticker, stats]) =>
-            [productId, { price: ticker.price, open: stats.open }] as const), { concurrency: "unbounded" }),
-      lastGoodMs: 0,
-      retryMs: config.productsRetryMs,
+      fetch: (keys) =>
+        Effect.forEach(keys, (key) => {
+          const productId = key.slice(TICKER.length)
+          return Effect.map(Effect.all([client.ticker(productId), client.stats(productId)], { concurrency: 2 }), ([ticker, stats]) =>
+            [key, { price: ticker.price, open: stats.open }] as const)
+        }, { concurrency: "unbounded" }),
+      onFailure: { lastGoodMs: 0, retryMs: config.productsRetryMs },
       // Instances sharing Redis ask one at a time: one's call serves the others (two calls a pair, a second at most).
       loadLeaseMs: config.attemptTimeoutMs
     })
@@ -83,7 +85,7 @@ const makeLiveQuotes = (feedUrl: string) =>
         newList(yield* products.held)
         const holdsUntil = now + LIVE_HOLD_MS
         const found = new Map<string, Served<LiveQuote>>()
-        const down = new Map<string, string>() // product id → coin id
+        const down = new Map<string, string>() // ticker key → coin id
         for (const coin of coins) {
           const curated = curatedCoinFor(coin.symbol)
           if (curated === undefined || curated.id !== coin.id) continue
@@ -91,14 +93,14 @@ const makeLiveQuotes = (feedUrl: string) =>
           if (product === undefined) continue
           yield* feed.follow([product.id])
           const live = board.quote(product.id, now)
-          if (live === undefined) down.set(product.id, coin.id)
+          if (live === undefined) down.set(TICKER + product.id, coin.id)
           else found.set(coin.id, { value: { price: live.price, change24h: live.change24h }, storedAt: live.observedAt, stale: false, holdsUntil })
         }
         if (down.size === 0) return found
         // Not the request's whole budget: CoinGecko must still have time for the coins left to it.
         const { served } = yield* restQuotes.getAll([...down.keys()], nobody, Math.min(deadline, now + config.restQuoteWaitMs))
-        for (const [productId, coinId] of down) {
-          const quote = served.get(productId)
+        for (const [key, coinId] of down) {
+          const quote = served.get(key)
           if (quote === undefined) continue
           const { open, price } = quote.value
           found.set(coinId, {

@@ -1,12 +1,12 @@
 /**
- * Coinbase's product list, a pinned copy (copies/) reloaded in the background, never on a request's behalf. An empty
- * list, or one missing most majors held, is Coinbase's fault: a failed reload (list kept, `productsRetryMs` back-off).
+ * Coinbase's product list, held as a list (copies/HeldList.ts) reloaded in the background, never on a request's behalf.
+ * An empty list, or one missing most majors held, is Coinbase's fault: a failed reload (list kept, `productsRetryMs` back-off).
  */
 import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
-import { makeCopies } from "../copies/Copies.ts"
 import type { CopyStore } from "../copies/CopyStore.ts"
+import { makeHeldList } from "../copies/HeldList.ts"
 import { curatedCoins } from "../symbols.ts"
-import { Charge, type SourceError, sourceError } from "../upstream.ts"
+import type { SourceError } from "../upstream.ts"
 import { CoinbaseClient, type CoinbaseClientShape, type CoinbaseProduct } from "./CoinbaseClient.ts"
 import { CoinbaseConfig, type CoinbaseConfigShape } from "./CoinbaseConfig.ts"
 
@@ -26,21 +26,18 @@ const acceptList = (fresh: ReadonlyArray<CoinbaseProduct>, held: ReadonlyArray<C
 
 export const makeProducts = (client: CoinbaseClientShape, config: CoinbaseConfigShape) =>
   Effect.gen(function*() {
-    const copies = yield* makeCopies<string, ReadonlyArray<CoinbaseProduct>>({
+    const products = yield* makeHeldList<ReadonlyArray<CoinbaseProduct>>({
       name: "Coinbase product list",
       source: "coinbase",
-      keyOf: () => PRODUCTS,
+      key: PRODUCTS,
       value: Products,
+      load: client.products,
       // Coinbase lists and delists pairs rarely: a list held serves, whatever its age, while it is reloaded.
-      timing: () => ({ ttl: Duration.millis(config.productsRefreshMs), refreshAhead: Duration.zero, grace: Duration.days(7) }),
-      fetch: () => Effect.map(client.products, (products) => [[PRODUCTS, products] as const]),
-      lastGoodMs: Duration.toMillis(Duration.days(7)),
-      retryMs: config.productsRetryMs,
-      pinned: true,
-      warnOnFailure: true,
+      reload: { everyMs: config.productsRefreshMs, lastGoodMs: Duration.toMillis(Duration.days(7)) },
+      retry: { firstMs: config.productsRetryMs },
       accept: acceptList
     })
-    yield* Effect.forkScoped(copies.warm(PRODUCTS))
+    yield* Effect.forkScoped(products.warm)
 
     const lookups = new WeakMap<ReadonlyArray<CoinbaseProduct>, ReadonlyMap<string, CoinbaseProduct>>()
     const lookupOf = (list: ReadonlyArray<CoinbaseProduct>) => {
@@ -49,14 +46,7 @@ export const makeProducts = (client: CoinbaseClientShape, config: CoinbaseConfig
       return lookup
     }
     /** The list held, else the first load waited for until `deadline`; `Unavailable` without one. */
-    const list = (deadline: number): Effect.Effect<ReadonlyArray<CoinbaseProduct>, SourceError> =>
-      copies.get(PRODUCTS, Charge.background, deadline).pipe(
-        Effect.map((held) => held.value),
-        Effect.catch(() =>
-          Effect.flatMap(copies.retryAfterSeconds(PRODUCTS), (retryAfterSeconds) =>
-            Effect.fail(sourceError("coinbase", "Unavailable", "the Coinbase product list is not loaded yet", retryAfterSeconds)))
-        )
-      )
+    const list = products.get
     const key = (base: string, quote: string) => `${base.toUpperCase()}-${quote.toUpperCase()}`
 
     return {

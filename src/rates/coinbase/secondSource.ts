@@ -28,6 +28,9 @@ interface SeriesOf {
   readonly currency: string
   readonly productId: string
 }
+/** Store keys: these, then a product id; a series' is its coin and currency (`seriesKey`). */
+const STATS = "rates:v2:coinbase-stats:"
+const seriesKey = ({ coin, currency }: SeriesOf) => `rates:v2:coinbase-chart:${coin}:${currency}`
 const notServed = (detail: string) => sourceError("coinbase", "NotFound", detail)
 /** Past points never change: a series holds until the next daily point. */
 const seriesTiming = (_: ReadonlyArray<DailyPoint>, storedAt: number): Timing => freshFor(Duration.millis(millisUntilNextDailyPoint(storedAt)))
@@ -47,25 +50,24 @@ const makeCoinbaseSource = Effect.gen(function*() {
   })
   // Coinbase is keyless and costs no credit: its calls are charged to no one's budget.
   const nobody = () => Charge.request(undefined)
-  const stats = yield* makeCopies<string, Stats>({
+  const stats = yield* makeCopies<Stats>({
     name: "Coinbase prices",
     source: "coinbase",
-    keyOf: (productId) => `rates:v2:coinbase-stats:${productId}`,
     value: StatsSchema,
     timing: () => freshFor(Duration.millis(STATS_REUSE_MS)),
-    fetch: (ids) => Effect.forEach(ids, (productId) => Effect.map(client.stats(productId), (found) => [productId, found] as const)),
-    lastGoodMs: 0,
-    retryMs: config.productsRetryMs
+    fetch: (keys) => Effect.forEach(keys, (key) => Effect.map(client.stats(key.slice(STATS.length)), (found) => [key, found] as const)),
+    onFailure: { lastGoodMs: 0, retryMs: config.productsRetryMs }
   })
-  const series = yield* makeCopies<SeriesOf, ReadonlyArray<DailyPoint>>({
+  // What each series key was asked for: its fetch needs the product, which the key (shared with other instances) does
+  // not name. An entry a pair Coinbase lists, at most.
+  const asked = new Map<string, SeriesOf>()
+  const series = yield* makeCopies<ReadonlyArray<DailyPoint>>({
     name: "Coinbase daily points",
     source: "coinbase",
-    keyOf: ({ coin, currency }) => `rates:v2:coinbase-chart:${coin}:${currency}`,
     value: SeriesSchema,
     timing: seriesTiming,
-    fetch: (keys, charge) => Effect.forEach(keys, (key) => Effect.map(kept.fetch(key, charge), (points) => [key, points] as const)),
-    lastGoodMs: 0,
-    retryMs: config.productsRetryMs
+    fetch: (keys, charge) => Effect.forEach(keys, (key) => Effect.map(kept.fetch(asked.get(key)!, charge), (points) => [key, points] as const)),
+    onFailure: { lastGoodMs: 0, retryMs: config.productsRetryMs }
   })
 
   const rateOf = (wanted: WantedCoin, currency: string, deadline: number): Effect.Effect<SecondRate, SourceError> =>
@@ -74,9 +76,11 @@ const makeCoinbaseSource = Effect.gen(function*() {
       if (curated === undefined || curated.id !== wanted.id) return yield* Effect.fail(notServed(`${wanted.symbol} is not a curated coin`))
       const product = yield* products.productFor(wanted.symbol, currency, deadline)
       if (product === undefined) return yield* Effect.fail(notServed(`Coinbase lists no ${wanted.symbol}-${currency.toUpperCase()}`))
+      const wantedSeries = { coin: wanted.id, currency, productId: product.id }
+      asked.set(seriesKey(wantedSeries), wantedSeries)
       const [points, price] = yield* Effect.all([
-        series.get({ coin: wanted.id, currency, productId: product.id }, nobody(), deadline),
-        stats.get(product.id, nobody(), deadline)
+        series.get(seriesKey(wantedSeries), nobody(), deadline),
+        stats.get(STATS + product.id, nobody(), deadline)
       ], { concurrency: 2 })
       const changes = changesFromSeries(points.value)
       return {

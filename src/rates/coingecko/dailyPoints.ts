@@ -74,15 +74,13 @@ const makeDailyPoints = Effect.gen(function*() {
         Effect.map((chart): readonly [string, Chart] => [key, chart])
       ))
 
-  const copies = yield* makeCopies<string, Chart>({
+  const copies = yield* makeCopies<Chart>({
     name: "daily points",
     source: "coingecko",
     value: ChartSchema,
     timing: seriesTiming,
-    isNegative: (value) => value === null,
     fetch,
-    lastGoodMs: config.staleTtlHours * 3_600_000,
-    retryMs: config.auxiliaryRetryMs
+    onFailure: { lastGoodMs: config.staleTtlHours * 3_600_000, retryMs: config.auxiliaryRetryMs }
   })
 
   /** No copy, and CoinGecko cannot give the missing days: the days held, marked stale. */

@@ -1,16 +1,15 @@
 /**
  * `CoinDirectory` served by CoinGecko, no upstream call on the request path (CONTRACT C4): currencies, then symbols
  * by the curated map (symbols.ts) and the coin index (`/coins/list`, ranked by `/coins/markets`). The three lists
- * are pinned copies (copies/), each on its own, loaded in the background at start and daily.
+ * are held apart (copies/HeldList.ts), each on its own, loaded in the background at start and daily.
  */
-import { Duration, Effect, Layer, Option, Schema } from "effect"
-import { makeCopies } from "../copies/Copies.ts"
+import { Effect, Layer, Option, Schema } from "effect"
 import type { CopyStore } from "../copies/CopyStore.ts"
-import type { Timing } from "../copies/entry.ts"
+import { makeHeldList } from "../copies/HeldList.ts"
 import { type Coin, CoinDirectory } from "../ports.ts"
 import { UnsupportedCurrencyError } from "../RatesProvider.ts"
 import { curatedCoins } from "../symbols.ts"
-import { Charge, type SourceError, sourceError, Spend } from "../upstream.ts"
+import { type SourceError, Spend } from "../upstream.ts"
 import { CoinGeckoClient } from "./CoinGeckoClient.ts"
 import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
 
@@ -61,22 +60,16 @@ const buildCoinIndex = (listed: Coins, ranked: Ranked): CoinIndex => {
 const makeDirectory = Effect.gen(function*() {
   const config = yield* CoinGeckoConfig
   const client = yield* CoinGeckoClient
-  const lastGoodMs = config.staleTtlHours * 3_600_000
-  // Reloaded once a day; a list held is served whatever its age while it is reloaded.
-  const daily: Timing = { ttl: Duration.hours(24), refreshAhead: Duration.zero, grace: Duration.millis(lastGoodMs) }
-  const list = <A, I>(name: string, key: string, schema: Schema.Codec<A, I>, fetch: Effect.Effect<A, SourceError>) =>
-    makeCopies<string, A, I>({
+  // Reloaded once a day; a list held is served while it is reloaded.
+  const list = <A, I>(name: string, key: string, value: Schema.Codec<A, I>, load: Effect.Effect<A, SourceError>) =>
+    makeHeldList<A, I>({
       name,
       source: "coingecko",
-      value: schema,
-      timing: () => daily,
-      fetch: () => Effect.map(fetch, (value) => [[key, value] as const]),
-      lastGoodMs,
-      retryMs: config.auxiliaryRetryMs,
-      retryMaxMsWhileNoneHeld: Math.max(config.auxiliaryRetryMs, NONE_HELD_RETRY_MAX_MS),
-      pinned: true,
-      refreshSpreadMs: RELOAD_SPREAD_MS,
-      warnOnFailure: true
+      key,
+      value,
+      load,
+      reload: { everyMs: 24 * 3_600_000, spreadMs: RELOAD_SPREAD_MS, lastGoodMs: config.staleTtlHours * 3_600_000 },
+      retry: { firstMs: config.auxiliaryRetryMs, maxMsWhileNoneHeld: Math.max(config.auxiliaryRetryMs, NONE_HELD_RETRY_MAX_MS) }
     })
 
   const currencies = yield* list(
@@ -94,7 +87,7 @@ const makeDirectory = Effect.gen(function*() {
   )
   // The first loads, one after the other: a refusal (a 429, no credits) stops the next before it calls.
   yield* Effect.forkScoped(
-    Effect.forEach([currencies.warm(CURRENCIES), coins.warm(COIN_LIST), ranks.warm(COIN_RANKS)], (warm) => Effect.andThen(warm, Effect.yieldNow))
+    Effect.forEach([currencies.warm, coins.warm, ranks.warm], (warm) => Effect.andThen(warm, Effect.yieldNow))
   )
 
   /** The index of the two lists held: built once per pair of copies. */
@@ -106,15 +99,8 @@ const makeDirectory = Effect.gen(function*() {
     if (index === undefined) byRanks.set(ranked, index = buildCoinIndex(listed, ranked))
     return index
   }
-  /** A list that cannot be had now: `Unavailable`, asked again when its next load may be tried. */
-  const unavailable = (held: { readonly retryAfterSeconds: (key: string) => Effect.Effect<number> }, key: string) =>
-    Effect.flatMap(held.retryAfterSeconds(key), (retryAfterSeconds) =>
-      Effect.fail(sourceError("coingecko", "Unavailable", "the coin index is not loaded yet", retryAfterSeconds)))
   const index = (deadline: number) =>
-    Effect.all([
-      Effect.catch(coins.get(COIN_LIST, Charge.background, deadline), () => unavailable(coins, COIN_LIST)),
-      Effect.catch(ranks.get(COIN_RANKS, Charge.background, deadline), () => unavailable(ranks, COIN_RANKS))
-    ], { concurrency: 2 }).pipe(Effect.map(([listed, ranked]) => indexOf(listed.value, ranked.value)))
+    Effect.all([coins.get(deadline), ranks.get(deadline)], { concurrency: 2 }).pipe(Effect.map(([listed, ranked]) => indexOf(listed, ranked)))
 
   // One Set per list held, built on its first use; coins made once per index entry.
   const sets = new WeakMap<ReadonlyArray<string>, ReadonlySet<string>>()
@@ -134,8 +120,8 @@ const makeDirectory = Effect.gen(function*() {
     checkCurrency: (currency) =>
       Effect.gen(function*() {
         const { deadline } = yield* Spend
-        const held = yield* Effect.option(currencies.get(CURRENCIES, Charge.background, deadline))
-        const codes = Option.isSome(held) ? held.value.value : RELEASE_CURRENCIES
+        const held = yield* Effect.option(currencies.get(deadline))
+        const codes = Option.isSome(held) ? held.value : RELEASE_CURRENCIES
         if (!setOf(codes).has(currency)) return yield* Effect.fail(new UnsupportedCurrencyError({ currency }))
       }),
     resolve: (symbols) =>

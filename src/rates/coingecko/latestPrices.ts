@@ -350,18 +350,15 @@ const makeLatestPrices = Effect.gen(function*() {
         return [latestKey(currency, id), row === undefined ? null : toLatest(row)]
       })
     })
-  const copies = yield* makeCopies<string, Latest>({
+  const copies = yield* makeCopies<Latest>({
     name: "latest prices",
     source: "coingecko",
     value: LatestSchema,
     timing,
-    isNegative: (value) => value === null,
     fetch,
-    batched: true,
-    lastGoodMs: config.staleTtlHours * 3_600_000,
-    retryMs: config.auxiliaryRetryMs,
-    refreshGroup: {
-      of: (key) => `latest-unit:${priceOf(key).currency}`,
+    onFailure: { lastGoodMs: config.staleTtlHours * 3_600_000, retryMs: config.auxiliaryRetryMs },
+    fetchedTogether: {
+      groupOf: (key) => `latest-unit:${priceOf(key).currency}`,
       keys: (key, now) => {
         const { currency } = priceOf(key)
         return pacer.unit(currency, now).map((id) => latestKey(currency, id))

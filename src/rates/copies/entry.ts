@@ -1,10 +1,11 @@
 /**
  * A holder of copies (Copies.ts makes them) and one held copy, JSON shared with other instances and releases (change
- * it only with a new key prefix, `rates:v2:`). A copy is fresh before `refreshAt`; due before `freshUntil` (a read
- * starts a background refresh); in grace before `graceUntil` (served while it runs); then expired (the reader waits
- * for a fetch, and if it fails, gets this copy marked stale).
+ * it only with a new key prefix, `rates:v2:`); the lists (HeldList.ts) are held in the same shape. A copy is fresh
+ * before `refreshAt`; due before `freshUntil` (a read starts a background refresh); in grace before `graceUntil`
+ * (served while it runs); then expired (the reader waits for a fetch, and if it fails, gets this copy marked stale).
  */
-import { Duration, type Effect, type Schema } from "effect"
+import { Duration, type Effect, Option, Schema } from "effect"
+import { deepFreeze } from "../../platform/deepFreeze.ts"
 import type { Charge, SourceError, SourceName } from "../upstream.ts"
 
 export interface Entry<A> {
@@ -27,6 +28,43 @@ export interface Timing {
 /** Fresh for `ttl`, never served past it (negative answers, short-lived values). */
 export const freshFor = (ttl: Duration.Duration): Timing => ({ ttl, refreshAhead: Duration.zero, grace: Duration.zero })
 
+/** The entry of `value` fetched at `storedAt`, served as `timing` says. */
+export const entryOf = <A>(value: A, storedAt: number, timing: Timing): Entry<A> => {
+  const freshUntil = storedAt + Duration.toMillis(timing.ttl)
+  return { storedAt, refreshAt: freshUntil - Duration.toMillis(timing.refreshAhead), freshUntil, graceUntil: freshUntil + Duration.toMillis(timing.grace), value }
+}
+
+/** Where a copy stands at `now` (see above). */
+export type Freshness = "fresh" | "due" | "grace" | "expired"
+export const freshnessOf = (entry: Entry<unknown>, now: number): Freshness =>
+  now < entry.refreshAt ? "fresh" : now < entry.freshUntil ? "due" : now < entry.graceUntil ? "grace" : "expired"
+
+/** Reads back stored entries, validated once per frozen object (CopyStore.ts); unfrozen ones (tests) every time. */
+export const entryDecoder = <A, I>(value: Schema.Codec<A, I>): (json: unknown) => Option.Option<Entry<A>> => {
+  const finite = Schema.Finite
+  const decode = Schema.decodeUnknownOption(Schema.Struct({ storedAt: finite, refreshAt: finite, freshUntil: finite, graceUntil: finite, value }))
+  const decoded = new WeakMap<object, Option.Option<Entry<A>>>()
+  return (json) => {
+    if (typeof json !== "object" || json === null || !Object.isFrozen(json)) return decode(json) as Option.Option<Entry<A>>
+    let entry = decoded.get(json)
+    if (entry === undefined) {
+      entry = Option.map(decode(json) as Option.Option<Entry<A>>, deepFreeze)
+      decoded.set(json, entry)
+    }
+    return entry
+  }
+}
+
+/**
+ * The wait after the `failures`th failure in a row: doubling from `firstMs` up to `longestMs`; a refusal that says
+ * when to come back (the month's pace, a 429) is taken at its word.
+ */
+export const retryWaitMs = (failures: number, firstMs: number, longestMs: number, error: SourceError) =>
+  Math.max(Math.min(longestMs, firstMs * 2 ** (failures - 1)), error.retryAfterSeconds * 1000)
+/** What a failed background fetch logs. */
+export const failureLine = (name: string, held: boolean, waitMs: number) =>
+  `rates: ${name} unavailable; ${held ? "serving the last good copy" : "none held yet"}, next try in ${Math.round(waitMs / 1000)} s`
+
 export interface Served<A> {
   readonly value: A
   readonly storedAt: number
@@ -36,62 +74,49 @@ export interface Served<A> {
   readonly holdsUntil: number
 }
 
-// A holder of copies
-export interface CopiesOptions<K, A, I = unknown> {
-  /** For logs: "coin index". */
+// A holder of copies, each under its store key (`rates:v2:<kind>:…`: the kind names the metric)
+export interface CopiesOptions<A, I = unknown> {
+  /** For logs: "latest prices". */
   readonly name: string
   /** Whose failure a reader's timeout is. */
   readonly source: SourceName
-  /** The store key, `rates:v2:<kind>:…` (the kind names the metric); absent: the key, a string, is the store key. */
-  readonly keyOf?: ((key: K) => string) | undefined
-  /** What a value is: a copy read back from the store is validated with it (another instance or release may have written it). */
+  /**
+   * What a value is: a copy read back from the store is validated with it (another instance or release may have
+   * written it). A null value is a negative answer (no such coin): kept in the store's own tier, fresh for its time,
+   * never a last good copy.
+   */
   readonly value: Schema.Codec<A, I>
   /** How long `value`, fetched for `key` at `storedAt`, serves (latest prices: its currency's interval). */
-  readonly timing: (value: A, storedAt: number, key: K) => Timing
-  /** A negative answer: kept in the store's own tier, fresh for its time, never a last good copy. */
-  readonly isNegative?: ((value: A) => boolean) | undefined
-  /** Fresh copies of `keys`, paid by `charge`: each key asked (negative when the source has none), maybe more. */
-  readonly fetch: (keys: ReadonlyArray<K>, charge: Charge) => Effect.Effect<ReadonlyArray<readonly [K, A]>, SourceError>
-  /** How long a copy stays to be served, stale, when the source fails; 0: never served stale. */
-  readonly lastGoodMs: number
-  /** First wait after a failed background fetch; doubles up to an hour. */
-  readonly retryMs: number
-  /** The longest background retry wait while no copy is held (an hour when absent); Retry-After still holds. */
-  readonly retryMaxMsWhileNoneHeld?: number | undefined
-  /** Keys refreshed together: the group a key's refresh is known by, and what it fetches. */
-  readonly refreshGroup?: {
-    readonly of: (key: K) => string
-    readonly keys: (key: K, now: number) => ReadonlyArray<K>
+  readonly timing: (value: A, storedAt: number, key: string) => Timing
+  /** Fresh copies of `keys`, paid by `charge`: each key asked (null when the source has none), maybe more. */
+  readonly fetch: (keys: ReadonlyArray<string>, charge: Charge) => Effect.Effect<ReadonlyArray<readonly [string, A]>, SourceError>
+  /**
+   * When the source fails: how long a copy stays to be served, stale (0: never); the first wait before a background
+   * fetch is tried again (doubling up to an hour).
+   */
+  readonly onFailure: { readonly lastGoodMs: number; readonly retryMs: number }
+  /**
+   * Keys one call answers together (latest prices: a currency's unit): the cold keys of one read go in one fetch, and a
+   * refresh, one at a time for its group, takes the group's keys along. Absent: each key is fetched on its own.
+   */
+  readonly fetchedTogether?: {
+    readonly groupOf: (key: string) => string
+    readonly keys: (key: string, now: number) => ReadonlyArray<string>
   } | undefined
-  /** Cold keys read together are fetched in one call (`/coins/markets`); else each in its own. */
-  readonly batched?: boolean | undefined
-  /** Held in this process whatever the memory store evicts (a list, one entry); shared through Redis too. */
-  readonly pinned?: boolean | undefined
-  /** Instances sharing the store load a key one at a time, under a lease this long at most (pinned: a minute). */
+  /** Instances sharing the store load a key one at a time, under a lease this long at most. */
   readonly loadLeaseMs?: number | undefined
-  /** Instances sharing a copy refresh up to this far apart, so one fetches and the others adopt its copy. */
-  readonly refreshSpreadMs?: number | undefined
-  /** A failed background fetch is a warning (the lists), else a debug line. */
-  readonly warnOnFailure?: boolean | undefined
-  /** Whether a fetched value may replace the held one (undefined: none); a string (why not) fails the fetch. */
-  readonly accept?: ((fresh: A, held: A | undefined) => true | string) | undefined
 }
 
 /** What `getAll` gathered: the copies served, and the failures behind those missing or stale. */
-interface Gathered<K, A> {
-  readonly served: ReadonlyMap<K, Served<A>>
-  readonly failures: ReadonlyMap<K, SourceError>
+interface Gathered<A> {
+  readonly served: ReadonlyMap<string, Served<A>>
+  readonly failures: ReadonlyMap<string, SourceError>
   readonly failure: SourceError | undefined
 }
 
-export interface Copies<K, A> {
+export interface Copies<A> {
   /** The copy held (refreshed behind when due), else one shared fetch waited for until `deadline`, else the last good copy. */
-  readonly get: (key: K, charge: Charge, deadline: number) => Effect.Effect<Served<A>, SourceError>
+  readonly get: (key: string, charge: Charge, deadline: number) => Effect.Effect<Served<A>, SourceError>
   /** Several keys at once, the cold ones in one fetch. Never fails: see `failure`. */
-  readonly getAll: (keys: ReadonlyArray<K>, charge: Charge, deadline: number) => Effect.Effect<Gathered<K, A>>
-  /** Loads `key` in the background unless fresh or loading (lists at start-up); ends when that load does. */
-  readonly warm: (key: K) => Effect.Effect<void>
-  /** Seconds until a background fetch of `key` may be tried again (a Retry-After while nothing is held). */
-  readonly retryAfterSeconds: (key: K) => Effect.Effect<number>
+  readonly getAll: (keys: ReadonlyArray<string>, charge: Charge, deadline: number) => Effect.Effect<Gathered<A>>
 }
-

@@ -20,10 +20,9 @@ const counted = (options: { readonly batched?: boolean; readonly fail?: () => bo
   Effect.gen(function*() {
     const gate = yield* Deferred.make<void>()
     const calls: Array<ReadonlyArray<string>> = []
-    const copies = yield* makeCopies<string, number>({
+    const copies = yield* makeCopies<number>({
       name: "numbers",
       source: "coingecko",
-      keyOf: (key) => `rates:v2:test:${key}`,
       value: Schema.Finite,
       timing: () => freshFor(Duration.minutes(1)),
       fetch: (keys) =>
@@ -33,9 +32,8 @@ const counted = (options: { readonly batched?: boolean; readonly fail?: () => bo
             ? Effect.fail(sourceError("coingecko", "Transient", "test: down"))
             : Effect.succeed(keys.map((key) => [key, key.length] as const))))
         }),
-      batched: options.batched,
-      lastGoodMs: Duration.toMillis(Duration.hours(1)),
-      retryMs: 1_000
+      fetchedTogether: options.batched === true ? { groupOf: () => "numbers", keys: () => [] } : undefined,
+      onFailure: { lastGoodMs: Duration.toMillis(Duration.hours(1)), retryMs: 1_000 }
     })
     return { copies, calls, open: Deferred.succeed(gate, undefined) }
   })
@@ -120,18 +118,16 @@ describe("instances sharing a store (Redis): one load at a time with `loadLeaseM
     })
   }
   const instance = (calls: Array<string>, gate: Deferred.Deferred<void>) =>
-    makeCopies<string, number>({
+    makeCopies<number>({
       name: "tickers",
       source: "coinbase",
-      keyOf: (key) => `rates:v2:test:${key}`,
       value: Schema.Finite,
       timing: () => freshFor(Duration.seconds(30)),
       fetch: (keys) => Effect.suspend(() => {
         calls.push(...keys)
         return Effect.as(Deferred.await(gate), keys.map((key) => [key, key.length] as const))
       }),
-      lastGoodMs: 0,
-      retryMs: 1_000,
+      onFailure: { lastGoodMs: 0, retryMs: 1_000 },
       loadLeaseMs: 3_000
     })
 

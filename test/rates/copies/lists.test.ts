@@ -1,15 +1,15 @@
 /**
- * Lists held as copies (copies/Copies.ts with `pinned`, as the coin index, the currency list and
- * Coinbase's product list are): loaded at start, failures remembered with a doubling wait, the last good
- * copy served, reloaded when due while the held copy answers, a copy shared through the store adopted
- * instead of fetched, a reader with nothing held waiting for the load running, until its deadline only.
+ * Lists held apart (copies/HeldList.ts, as the coin index, the currency list and Coinbase's product list
+ * are): loaded at start, failures remembered with a doubling wait, the last good copy served, reloaded
+ * when due while the held copy answers, a copy shared through the store adopted instead of fetched, a
+ * reader with nothing held waiting for the load running, until its deadline only.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Layer, Option, Schema } from "effect"
 import { TestClock } from "effect/testing"
-import { makeCopies } from "../../../src/rates/copies/Copies.ts"
 import { CopyStore, type CopyStoreShape } from "../../../src/rates/copies/CopyStore.ts"
-import { Charge, type SourceError, sourceError } from "../../../src/rates/upstream.ts"
+import { makeHeldList } from "../../../src/rates/copies/HeldList.ts"
+import { type SourceError, sourceError } from "../../../src/rates/upstream.ts"
 
 /** A source's list whose answers the test scripts: a value, or "fail". */
 const scripted = (answers: Array<ReadonlyArray<string> | "fail">) => {
@@ -39,28 +39,27 @@ const KEY = "rates:v2:test"
 /** A daily list, held as the directory holds its lists; `get` is a request's read of it. */
 const listOf = (fetch: Effect.Effect<ReadonlyArray<string>, SourceError>) =>
   Effect.gen(function*() {
-    const copies = yield* makeCopies<string, ReadonlyArray<string>>({
+    const held = yield* makeHeldList<ReadonlyArray<string>>({
       name: "test list",
       source: "coingecko",
-      keyOf: () => KEY,
+      key: KEY,
       value: Schema.Array(Schema.String),
-      timing: () => ({ ttl: Duration.hours(24), refreshAhead: Duration.zero, grace: Duration.days(7) }),
-      fetch: () => Effect.map(fetch, (value) => [[KEY, value] as const]),
-      lastGoodMs: Duration.toMillis(Duration.days(7)),
-      retryMs: 10_000,
-      pinned: true
+      load: fetch,
+      reload: { everyMs: Duration.toMillis(Duration.hours(24)), lastGoodMs: Duration.toMillis(Duration.days(7)) },
+      retry: { firstMs: 10_000 }
     })
-    yield* Effect.forkScoped(copies.warm(KEY))
+    yield* Effect.forkScoped(held.warm)
     yield* Effect.yieldNow
     return {
-      get: (deadline: number) => Effect.match(copies.get(KEY, Charge.background, deadline), { onFailure: () => undefined, onSuccess: (held) => held.value }),
-      retryAfterSeconds: copies.retryAfterSeconds(KEY)
+      get: (deadline: number) => Effect.match(held.get(deadline), { onFailure: () => undefined, onSuccess: (value) => value }),
+      // What a reader finding none is told: `unavailable`, and when to ask again.
+      retryAfterSeconds: Effect.map(Effect.flip(held.get(0)), (error) => error.retryAfterSeconds)
     }
   })
 
 const far = Date.now() + 60_000
 
-describe("lists held as copies", () => {
+describe("lists held apart", () => {
   it.effect("a failure is remembered: nothing is asked again before the wait, which doubles", () => {
     const source = scripted(["fail", "fail", ["usd"]])
     return Effect.gen(function*() {
