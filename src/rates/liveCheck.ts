@@ -10,7 +10,6 @@ import { majorsOf } from "./coinbase/products.ts"
 import { CoinGeckoClient } from "./coingecko/CoinGeckoClient.ts"
 import { CoinGeckoConfig } from "./coingecko/CoinGeckoConfig.ts"
 import { MonthlyBudget } from "./coingecko/credits/MonthlyBudget.ts"
-import { Charge } from "./upstream.ts"
 
 interface LiveCheckResult {
   readonly provider: string
@@ -32,14 +31,13 @@ const coinGecko = Effect.gen(function*() {
   const client = yield* CoinGeckoClient
   const config = yield* CoinGeckoConfig
   const now = yield* Clock.currentTimeMillis
-  const charge = Charge.background
   const plan = `${config.apiPlan}${config.apiKey === undefined ? ", keyless" : ", with COINGECKO_API_KEY"}`
   return yield* Effect.all([
     check("coingecko", "GET /simple/supported_vs_currencies", client.supportedCurrencies, (list) => `${list.length} currencies (${plan})`),
     check("coingecko", "GET /coins/list", client.coinList, (list) => `${list.length} coins`),
     check("coingecko", "GET /coins/markets (rank page 1)", client.coinsByRank(1, 250), (rows) => `${rows.length} coins by market cap`),
-    check("coingecko", "GET /coins/markets?ids=bitcoin", client.marketsByIds("usd", ["bitcoin"], charge), (rows) => `bitcoin at ${rows[0]?.current_price} USD`),
-    check("coingecko", "GET /coins/bitcoin/market_chart/range (7 days)", client.marketChartRange("bitcoin", "usd", Math.floor((now - 7 * DAY_MS) / 1000), Math.floor(now / 1000), charge), (points) => `${points.length} daily points`)
+    check("coingecko", "GET /coins/markets?ids=bitcoin", client.marketsByIds("usd", ["bitcoin"]), (rows) => `bitcoin at ${rows[0]?.current_price} USD`),
+    check("coingecko", "GET /coins/bitcoin/market_chart/range (7 days)", client.marketChartRange("bitcoin", "usd", Math.floor((now - 7 * DAY_MS) / 1000), Math.floor(now / 1000)), (points) => `${points.length} daily points`)
   ])
 }).pipe(
   Effect.provide(CoinGeckoClient.layer.pipe(Layer.provideMerge(MonthlyBudget.layer), Layer.provide(durableCellMemory)))

@@ -102,5 +102,5 @@ export interface Spend {
   readonly deadline: number
 }
 export const Spend = Context.Reference<Spend>("app/rates/Spend", { defaultValue: () => ({ charge: Charge.background, deadline: Number.POSITIVE_INFINITY }) })
-/** Runs an effect as work waited for until `deadline`, paid by `charge` (the background's when not said). */
-export const spendingUntil = (deadline: number, charge: Charge = Charge.background) => Effect.provideService(Spend, { charge, deadline })
+/** Runs an effect as work waited for until `deadline`, paid by `charge` (when not said: a request's, of no one's share). */
+export const spendingUntil = (deadline: number, charge: Charge = Charge.request(undefined)) => Effect.provideService(Spend, { charge, deadline })

@@ -11,7 +11,7 @@ import { makeCopies } from "../copies/Copies.ts"
 import type { CopyStore } from "../copies/CopyStore.ts"
 import { type LiveQuote, LiveQuotes, type Served, type WantedCoin } from "../ports.ts"
 import { curatedCoinFor } from "../symbols.ts"
-import { Charge, Spend } from "../upstream.ts"
+import { Spend, spendingUntil } from "../upstream.ts"
 import { change24h } from "./candles.ts"
 import { COINBASE_ATTRIBUTION, CoinbaseClient } from "./CoinbaseClient.ts"
 import { CoinbaseConfig } from "./CoinbaseConfig.ts"
@@ -48,7 +48,7 @@ const makeLiveQuotes = (feedUrl: string) =>
       listOfRefusals = list
       feed.forgetRefusals()
     }
-    yield* Effect.forkScoped(Effect.flatMap(Clock.currentTimeMillis, (now) => products.list(now + config.productsRetryMs)).pipe(
+    yield* Effect.forkScoped(Effect.flatMap(Clock.currentTimeMillis, (now) => products.list.pipe(spendingUntil(now + config.productsRetryMs))).pipe(
       Effect.retry(Schedule.spaced(Duration.millis(config.productsRetryMs))),
       Effect.flatMap((list) => {
         newList(list)
@@ -59,8 +59,6 @@ const makeLiveQuotes = (feedUrl: string) =>
       const { followed, live, oldestAgeMs } = board.summary(now)
       return Effect.sync(() => recordLivePairs(live, followed, oldestAgeMs / 1000))
     }).pipe(Effect.repeat(Schedule.spaced(Duration.seconds(5)))))
-    // Coinbase is keyless and costs no credit: its calls are charged to no one's budget.
-    const nobody = Charge.request(undefined)
     const restQuotes = yield* makeCopies<RestQuote>({
       name: "Coinbase tickers",
       source: "coinbase",
@@ -80,7 +78,7 @@ const makeLiveQuotes = (feedUrl: string) =>
 
     const quotes = (coins: ReadonlyArray<WantedCoin>, currency: string) =>
       Effect.gen(function*() {
-        const { deadline } = yield* Spend
+        const { charge, deadline } = yield* Spend
         const now = yield* Clock.currentTimeMillis
         newList(yield* products.held)
         const holdsUntil = now + LIVE_HOLD_MS
@@ -98,7 +96,7 @@ const makeLiveQuotes = (feedUrl: string) =>
         }
         if (down.size === 0) return found
         // Not the request's whole budget: CoinGecko must still have time for the coins left to it.
-        const { served } = yield* restQuotes.getAll([...down.keys()], nobody, Math.min(deadline, now + config.restQuoteWaitMs))
+        const { served } = yield* restQuotes.getAll([...down.keys()]).pipe(spendingUntil(Math.min(deadline, now + config.restQuoteWaitMs), charge))
         for (const [key, coinId] of down) {
           const quote = served.get(key)
           if (quote === undefined) continue

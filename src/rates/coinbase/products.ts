@@ -6,7 +6,7 @@ import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
 import type { CopyStore } from "../copies/CopyStore.ts"
 import { makeHeldList } from "../copies/HeldList.ts"
 import { curatedCoins } from "../symbols.ts"
-import type { SourceError } from "../upstream.ts"
+import { type SourceError, spendingUntil } from "../upstream.ts"
 import { CoinbaseClient, type CoinbaseClientShape, type CoinbaseProduct } from "./CoinbaseClient.ts"
 import { CoinbaseConfig, type CoinbaseConfigShape } from "./CoinbaseConfig.ts"
 
@@ -45,24 +45,21 @@ export const makeProducts = (client: CoinbaseClientShape, config: CoinbaseConfig
       if (lookup === undefined) lookups.set(list, lookup = new Map(list.map((p) => [`${p.base}-${p.quote}`, p])))
       return lookup
     }
-    /** The list held, else the first load waited for until `deadline`; `Unavailable` without one. */
+    /** The list held, else the first load waited for until the `Spend` deadline; `Unavailable` without one. */
     const list = products.get
+    const heldNow = Effect.flatMap(Clock.currentTimeMillis, (now) => list.pipe(spendingUntil(now))).pipe(Effect.orElseSucceed(() => undefined))
     const key = (base: string, quote: string) => `${base.toUpperCase()}-${quote.toUpperCase()}`
 
     return {
       list,
       /** The list held now (a new array once reloaded), or undefined while none is. */
-      held: Effect.flatMap(Clock.currentTimeMillis, (now) => list(now)).pipe(Effect.orElseSucceed(() => undefined)),
+      held: heldNow,
       /** The product quoting `base` in `quote` (any case), or undefined when Coinbase does not list it. */
-      productFor: (base: string, quote: string, deadline: number): Effect.Effect<CoinbaseProduct | undefined, SourceError> =>
-        Effect.map(list(deadline), (held) => lookupOf(held).get(key(base, quote))),
+      productFor: (base: string, quote: string): Effect.Effect<CoinbaseProduct | undefined, SourceError> =>
+        Effect.map(list, (held) => lookupOf(held).get(key(base, quote))),
       /** The same from the list held now, never waiting: undefined also while no list is held. */
       productHeld: (base: string, quote: string): Effect.Effect<CoinbaseProduct | undefined> =>
-        Clock.currentTimeMillis.pipe(
-          Effect.flatMap((now) => list(now)),
-          Effect.map((held) => lookupOf(held).get(key(base, quote))),
-          Effect.catch(() => Effect.succeed(undefined))
-        )
+        Effect.map(heldNow, (held) => held === undefined ? undefined : lookupOf(held).get(key(base, quote)))
     }
   })
 

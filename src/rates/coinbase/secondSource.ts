@@ -11,7 +11,7 @@ import { changesFromSeries, DAY_MS, type DailyPoint, millisUntilNextDailyPoint }
 import { DailyHistory, makeKeptSeries } from "../history/DailyHistory.ts"
 import { type SecondOutcome, type SecondRate, SecondSource, type WantedCoin } from "../ports.ts"
 import { curatedCoinFor } from "../symbols.ts"
-import { Charge, type SourceError, sourceError, Spend } from "../upstream.ts"
+import { type SourceError, sourceError, Spend } from "../upstream.ts"
 import { asMidnightPoints, change24h } from "./candles.ts"
 import { COINBASE_ATTRIBUTION, CoinbaseClient, type Stats } from "./CoinbaseClient.ts"
 import { CoinbaseConfig } from "./CoinbaseConfig.ts"
@@ -48,8 +48,6 @@ const makeCoinbaseSource = Effect.gen(function*() {
         ({ asOf, closes }) => asMidnightPoints(closes, asOf).filter(([day]) => day >= range.from && day <= range.to)
       )
   })
-  // Coinbase is keyless and costs no credit: its calls are charged to no one's budget.
-  const nobody = () => Charge.request(undefined)
   const stats = yield* makeCopies<Stats>({
     name: "Coinbase prices",
     source: "coinbase",
@@ -66,21 +64,21 @@ const makeCoinbaseSource = Effect.gen(function*() {
     source: "coinbase",
     value: SeriesSchema,
     timing: seriesTiming,
-    fetch: (keys, charge) => Effect.forEach(keys, (key) => Effect.map(kept.fetch(asked.get(key)!, charge), (points) => [key, points] as const)),
+    fetch: (keys) => Effect.forEach(keys, (key) => Effect.map(kept.fetch(asked.get(key)!), (points) => [key, points] as const)),
     onFailure: { lastGoodMs: 0, retryMs: config.productsRetryMs }
   })
 
-  const rateOf = (wanted: WantedCoin, currency: string, deadline: number): Effect.Effect<SecondRate, SourceError> =>
+  const rateOf = (wanted: WantedCoin, currency: string): Effect.Effect<SecondRate, SourceError> =>
     Effect.gen(function*() {
       const curated = curatedCoinFor(wanted.symbol)
       if (curated === undefined || curated.id !== wanted.id) return yield* Effect.fail(notServed(`${wanted.symbol} is not a curated coin`))
-      const product = yield* products.productFor(wanted.symbol, currency, deadline)
+      const product = yield* products.productFor(wanted.symbol, currency)
       if (product === undefined) return yield* Effect.fail(notServed(`Coinbase lists no ${wanted.symbol}-${currency.toUpperCase()}`))
       const wantedSeries = { coin: wanted.id, currency, productId: product.id }
       asked.set(seriesKey(wantedSeries), wantedSeries)
       const [points, price] = yield* Effect.all([
-        series.get(seriesKey(wantedSeries), nobody(), deadline),
-        stats.get(STATS + product.id, nobody(), deadline)
+        series.get(seriesKey(wantedSeries)),
+        stats.get(STATS + product.id)
       ], { concurrency: 2 })
       const changes = changesFromSeries(points.value)
       return {
@@ -100,7 +98,7 @@ const makeCoinbaseSource = Effect.gen(function*() {
         const { deadline } = yield* Spend
         const now = yield* Clock.currentTimeMillis
         const outcomes = yield* Effect.forEach(coins, (wanted) =>
-          rateOf(wanted, currency, deadline).pipe(
+          rateOf(wanted, currency).pipe(
             Effect.timeoutOrElse({
               duration: Duration.millis(Math.max(0, deadline - now)),
               orElse: () => Effect.fail(sourceError("coinbase", "Transient", "no answer within the request's budget"))

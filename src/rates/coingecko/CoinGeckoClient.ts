@@ -1,6 +1,6 @@
 /**
  * The CoinGecko HTTP API as we use it: five GET endpoints, each body validated (responses.ts), every
- * misbehaviour a typed `SourceError`. Data calls are paid by their caller's `Charge` and guarded as in
+ * misbehaviour a typed `SourceError`. Data calls are paid by the `Spend` they run under and guarded as in
  * upstreamCall.ts; each attempt takes its budget (credits/MonthlyBudget.ts), as each counts against the minute.
  *
  * Credits (CONTRACT C4 "Over a month", amended): CoinGecko bills a 200, one credit. An attempt gives its
@@ -14,7 +14,7 @@
 import { Clock, Context, Duration, Effect, Layer, Redacted, Result } from "effect"
 import { Headers, HttpClient, HttpClientRequest, Url } from "effect/http"
 import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
-import { Charge, type SourceError } from "../upstream.ts"
+import { type SourceError, Spend } from "../upstream.ts"
 import { billed, type Decoder, type Exchange, layerGuardStoresMemory, layerGuardStoresRedis, makeSourceCaller, newExchange, type RawResponse } from "../upstreamCall.ts"
 import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
 import { makeBudget, MonthlyBudget } from "./credits/MonthlyBudget.ts"
@@ -41,16 +41,10 @@ export interface CoinGeckoClientShape {
   readonly coinsByRank: (page: number, perPage: number) => Effect.Effect<ReadonlyArray<MarketRow>, SourceError>
   /** A list. Pages 1..`pages` of `coinsByRank` (fewer when one is short), paid as one unit (see the header). */
   readonly coinRanks: (pages: number, perPage: number) => Effect.Effect<ReadonlyArray<MarketRow>, SourceError>
-  /** `/coins/markets` for coin ids, with 24h/7d/30d changes, paid by `charge`: one call per batch the URL length allows. */
-  readonly marketsByIds: (vsCurrency: string, ids: ReadonlyArray<string>, charge: Charge) => Effect.Effect<ReadonlyArray<MarketRow>, SourceError>
-  /** `/coins/{id}/market_chart/range`, daily, `fromSeconds`..`toSeconds` (UNIX s, both included), paid by `charge`; unknown id: not-found. */
-  readonly marketChartRange: (
-    id: string,
-    vsCurrency: string,
-    fromSeconds: number,
-    toSeconds: number,
-    charge: Charge
-  ) => Effect.Effect<ReadonlyArray<ChartPoint>, SourceError>
+  /** `/coins/markets` for coin ids, with 24h/7d/30d changes, paid as `Spend` says: one call per batch the URL length allows. */
+  readonly marketsByIds: (vsCurrency: string, ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<MarketRow>, SourceError>
+  /** `/coins/{id}/market_chart/range`, daily, `fromSeconds`..`toSeconds` (UNIX s, both included), paid as `Spend` says; unknown id: NotFound. */
+  readonly marketChartRange: (id: string, vsCurrency: string, fromSeconds: number, toSeconds: number) => Effect.Effect<ReadonlyArray<ChartPoint>, SourceError>
 }
 
 export class CoinGeckoClient extends Context.Service<CoinGeckoClient, CoinGeckoClientShape>()("app/CoinGeckoClient") {
@@ -202,9 +196,9 @@ const makeCoinGeckoClient = Effect.gen(function*() {
     return batches
   }
 
-  /** One logical data call, paid by `charge`; lazy, so a holder that does not need it pays nothing. */
-  const dataCall = <A>(what: string, path: string, params: Record<string, string>, decode: Decoder<A>, charge: Charge): Effect.Effect<A, SourceError> =>
-    Effect.suspend(() => caller.call(what, requestFor(path, params), caller.body(what, decode), charge, budget.spend)).pipe(
+  /** One logical data call, paid by the `Spend` it runs under; lazy, so a holder that does not need it pays nothing. */
+  const dataCall = <A>(what: string, path: string, params: Record<string, string>, decode: Decoder<A>): Effect.Effect<A, SourceError> =>
+    Effect.flatMap(Spend, ({ charge }) => caller.call(what, requestFor(path, params), caller.body(what, decode), charge, budget.spend)).pipe(
       Effect.tapError(noteBeyondPlan),
       Effect.withSpan("coingecko.call", { attributes: { what } })
     )
@@ -214,17 +208,17 @@ const makeCoinGeckoClient = Effect.gen(function*() {
     coinList: listCall("coin list", "/coins/list", {}, decodeCoinList),
     coinsByRank: (page, perPage) => listCall(`coin ranks page ${page}`, "/coins/markets", rankParams(page, perPage), decodeMarkets),
     coinRanks,
-    marketsByIds: (vsCurrency, ids, charge) =>
+    marketsByIds: (vsCurrency, ids) =>
       Effect.map(
-        Effect.forEach(marketsBatches(vsCurrency, ids), (batch) => dataCall("markets", "/coins/markets", marketsParams(vsCurrency, batch), decodeMarkets, charge)),
+        Effect.forEach(marketsBatches(vsCurrency, ids), (batch) => dataCall("markets", "/coins/markets", marketsParams(vsCurrency, batch), decodeMarkets)),
         (rows) => rows.flat()
       ),
-    marketChartRange: (id, vsCurrency, fromSeconds, toSeconds, charge) =>
+    marketChartRange: (id, vsCurrency, fromSeconds, toSeconds) =>
       dataCall(`market chart range of ${id}`, `/coins/${encodeURIComponent(id)}/market_chart/range`, {
         vs_currency: vsCurrency,
         from: String(fromSeconds),
         to: String(toSeconds),
         interval: "daily"
-      }, decodeMarketChart, charge).pipe(Effect.map((body) => body.prices))
+      }, decodeMarketChart).pipe(Effect.map((body) => body.prices))
   })
 })

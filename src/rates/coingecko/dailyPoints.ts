@@ -10,7 +10,7 @@ import { deepFreeze } from "../../platform/deepFreeze.ts"
 import { DAY_MS, type DailyPoint, type DayRange, seriesTiming } from "../dailySeries.ts"
 import { DailyHistory, makeKeptSeries } from "../history/DailyHistory.ts"
 import { type Chart, DailyPoints, type Served } from "../ports.ts"
-import { type Charge, type SourceError, Spend } from "../upstream.ts"
+import type { SourceError } from "../upstream.ts"
 import { type ChartPoint, CoinGeckoClient } from "./CoinGeckoClient.ts"
 import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
 import { ATTRIBUTION } from "./latestPrices.ts"
@@ -60,16 +60,16 @@ const makeDailyPoints = Effect.gen(function*() {
   const client = yield* CoinGeckoClient
   const kept = makeKeptSeries(yield* DailyHistory, "coingecko", {
     seriesDays: SERIES_DAYS,
-    closes: ({ coin, currency }: SeriesOf, range, now, charge) => {
+    closes: ({ coin, currency }: SeriesOf, range, now) => {
       const asked = askedSeconds(range, now)
-      return Effect.map(client.marketChartRange(coin, currency, asked.from, asked.to, charge), (points) => closesIn(points, range))
+      return Effect.map(client.marketChartRange(coin, currency, asked.from, asked.to), (points) => closesIn(points, range))
     }
   })
 
   /** The series, held days first; null for a coin CoinGecko does not know (404). */
-  const fetch = (keys: ReadonlyArray<string>, charge: Charge) =>
+  const fetch = (keys: ReadonlyArray<string>) =>
     Effect.forEach(keys, (key) =>
-      kept.fetch(seriesOf(key), charge).pipe(
+      kept.fetch(seriesOf(key)).pipe(
         Effect.catchReason("SourceError", "NotFound", () => Effect.succeed(null)),
         Effect.map((chart): readonly [string, Chart] => [key, chart])
       ))
@@ -98,9 +98,8 @@ const makeDailyPoints = Effect.gen(function*() {
     attribution: ATTRIBUTION,
     series: (ids, currency) =>
       Effect.gen(function*() {
-        const { charge, deadline } = yield* Spend
         const keys = ids.map((coin) => chartKey(coin, currency))
-        const { failures, served } = yield* copies.getAll(keys, charge, deadline)
+        const { failures, served } = yield* copies.getAll(keys)
         const out = new Map<string, Result.Result<Served<Chart>, SourceError>>()
         for (const [i, coin] of ids.entries()) {
           const found = served.get(keys[i]!)

@@ -9,7 +9,7 @@ import { makeHeldList } from "../copies/HeldList.ts"
 import { type Coin, CoinDirectory } from "../ports.ts"
 import { UnsupportedCurrencyError } from "../RatesProvider.ts"
 import { curatedCoins } from "../symbols.ts"
-import { type SourceError, Spend } from "../upstream.ts"
+import type { SourceError } from "../upstream.ts"
 import { CoinGeckoClient } from "./CoinGeckoClient.ts"
 import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
 
@@ -99,8 +99,7 @@ const makeDirectory = Effect.gen(function*() {
     if (index === undefined) byRanks.set(ranked, index = buildCoinIndex(listed, ranked))
     return index
   }
-  const index = (deadline: number) =>
-    Effect.all([coins.get(deadline), ranks.get(deadline)], { concurrency: 2 }).pipe(Effect.map(([listed, ranked]) => indexOf(listed, ranked)))
+  const index = Effect.all([coins.get, ranks.get], { concurrency: 2 }).pipe(Effect.map(([listed, ranked]) => indexOf(listed, ranked)))
 
   // One Set per list held, built on its first use; coins made once per index entry.
   const sets = new WeakMap<ReadonlyArray<string>, ReadonlySet<string>>()
@@ -119,14 +118,12 @@ const makeDirectory = Effect.gen(function*() {
   return CoinDirectory.of({
     checkCurrency: (currency) =>
       Effect.gen(function*() {
-        const { deadline } = yield* Spend
-        const held = yield* Effect.option(currencies.get(deadline))
+        const held = yield* Effect.option(currencies.get)
         const codes = Option.isSome(held) ? held.value : RELEASE_CURRENCIES
         if (!setOf(codes).has(currency)) return yield* Effect.fail(new UnsupportedCurrencyError({ currency }))
       }),
     resolve: (symbols) =>
       Effect.gen(function*() {
-        const { deadline } = yield* Spend
         const coins = new Map<string, Coin | null>()
         let held: CoinIndex | undefined
         for (const symbol of symbols) {
@@ -135,7 +132,7 @@ const makeDirectory = Effect.gen(function*() {
             coins.set(symbol, curated)
             continue
           }
-          held ??= yield* index(deadline)
+          held ??= yield* index
           coins.set(symbol, Object.hasOwn(held, symbol) ? coinOf(held[symbol]!) : null)
         }
         return { coins }

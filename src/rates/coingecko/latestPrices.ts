@@ -11,7 +11,6 @@ import type { CopyStore } from "../copies/CopyStore.ts"
 import { freshFor, type Timing } from "../copies/entry.ts"
 import { DAY_MS } from "../dailySeries.ts"
 import { type Latest, LatestPrices, type Served } from "../ports.ts"
-import { type Charge, Spend } from "../upstream.ts"
 import { CoinGeckoClient, type MarketRow } from "./CoinGeckoClient.ts"
 import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
 import { MonthlyBudget } from "./credits/MonthlyBudget.ts"
@@ -337,13 +336,13 @@ const makeLatestPrices = Effect.gen(function*() {
   }
 
   /** One call for `keys` (all of one currency), taking its unit along, so the unit's prices stay in step. */
-  const fetch = (keys: ReadonlyArray<string>, charge: Charge) =>
+  const fetch = (keys: ReadonlyArray<string>) =>
     Effect.gen(function*() {
       const { currency } = priceOf(keys[0]!)
       const now = yield* Clock.currentTimeMillis
       const asked = keys.map((key) => priceOf(key).id)
       const batch = [...new Set([...asked, ...pacer.unit(currency, now)])].slice(0, Math.max(asked.length, UNIT_SIZE)).sort()
-      const rows = yield* client.marketsByIds(currency, batch, charge)
+      const rows = yield* client.marketsByIds(currency, batch)
       const byId = new Map(rows.map((row) => [row.id, row] as const))
       return batch.map((id): readonly [string, Latest] => {
         const row = byId.get(id)
@@ -370,10 +369,9 @@ const makeLatestPrices = Effect.gen(function*() {
     attribution: ATTRIBUTION,
     latest: (ids, currency) =>
       Effect.gen(function*() {
-        const { charge, deadline } = yield* Spend
         pacer.note(currency, ids, yield* Clock.currentTimeMillis)
         const keys = ids.map((id) => latestKey(currency, id))
-        const { failure, served } = yield* copies.getAll(keys, charge, deadline)
+        const { failure, served } = yield* copies.getAll(keys)
         const latest = new Map<string, Served<Latest>>()
         ids.forEach((id, i) => {
           const found = served.get(keys[i]!)

@@ -4,7 +4,7 @@
  * A fetch runs in the holder's scope: a reader that stops waiting wastes no paid call (Effect's `Cache` would).
  */
 import { Cause, Clock, Deferred, Duration, Effect, Exit, Option, type Schema, type Scope } from "effect"
-import { Charge, type SourceError, sourceError } from "../upstream.ts"
+import { Charge, type SourceError, sourceError, Spend, spendingUntil } from "../upstream.ts"
 import { CopyStore, type CopyWrite } from "./CopyStore.ts"
 import { deepFreeze } from "../../platform/deepFreeze.ts"
 import { type Copies, type CopiesOptions, type Entry, entryDecoder, entryOf, failureLine, type Freshness, freshnessOf, retryWaitMs, type Served } from "./entry.ts"
@@ -85,7 +85,9 @@ export const makeCopies = <A, I = any>(options: CopiesOptions<A, I>): Effect.Eff
         if (held !== undefined) return held
         const shared = yield* waitForSharedLoad(keys)
         if (shared.copies !== undefined) return shared.copies
-        const answered = yield* options.fetch(keys, charge).pipe(
+        // Paid by whoever started the flight; it is not bound by any reader's deadline (the copy lands for the next).
+        const answered = yield* options.fetch(keys).pipe(
+          spendingUntil(Number.POSITIVE_INFINITY, charge),
           Effect.ensuring(shared.lease === undefined || store.release === undefined ? Effect.void : store.release(shared.lease))
         )
         const storedAt = yield* Clock.currentTimeMillis
@@ -192,8 +194,9 @@ export const makeCopies = <A, I = any>(options: CopiesOptions<A, I>): Effect.Eff
         return { entries, failures }
       })
 
-    const getAll = (keys: ReadonlyArray<string>, charge: Charge, deadline: number) =>
+    const getAll = (keys: ReadonlyArray<string>) =>
       Effect.gen(function*() {
+        const { charge, deadline } = yield* Spend
         const now = yield* Clock.currentTimeMillis
         const seen = generation
         const held = yield* readAll(keys)
@@ -238,8 +241,8 @@ export const makeCopies = <A, I = any>(options: CopiesOptions<A, I>): Effect.Eff
         return { served: out, failures, failure: failures.values().next().value }
       })
 
-    const get = (key: string, charge: Charge, deadline: number) =>
-      Effect.flatMap(getAll([key], charge, deadline), ({ failure, served }) => {
+    const get = (key: string) =>
+      Effect.flatMap(getAll([key]), ({ failure, served }) => {
         const found = served.get(key)
         return found !== undefined ? Effect.succeed(found) : Effect.fail(failure!)
       })

@@ -6,7 +6,7 @@
  */
 import { Clock, Deferred, Duration, Effect, Exit, Option, type Schema, type Scope } from "effect"
 import { deepFreeze } from "../../platform/deepFreeze.ts"
-import { type SourceError, sourceError, type SourceName } from "../upstream.ts"
+import { Charge, type SourceError, sourceError, type SourceName, Spend, spendingUntil } from "../upstream.ts"
 import { CopyStore } from "./CopyStore.ts"
 import { type Entry, entryDecoder, entryOf, failureLine, freshnessOf, retryWaitMs } from "./entry.ts"
 
@@ -37,8 +37,8 @@ interface HeldListOptions<A, I> {
 }
 
 interface HeldList<A> {
-  /** The list held (reloaded behind when due), else the load waited for until `deadline`, else `Unavailable`. */
-  readonly get: (deadline: number) => Effect.Effect<A, SourceError>
+  /** The list held (reloaded behind when due), else the load waited for until the `Spend` deadline, else `Unavailable`. */
+  readonly get: Effect.Effect<A, SourceError>
   /** Loads it unless it is fresh or loads back off (start-up); ends when that load does. */
   readonly warm: Effect.Effect<void>
 }
@@ -101,28 +101,30 @@ export const makeHeldList = <A, I = any>(options: HeldListOptions<A, I>): Effect
           Effect.tap(() => Effect.sync(() => backoff = { until: 0, failures: 0 })),
           Effect.tapError(noteFailure),
           // Forgotten before the waiters wake: a later reader starts a new load, never gets this one.
-          Effect.onExit((exit) => Effect.suspend(() => (loading = undefined, Deferred.done(deferred, exit))))
+          Effect.onExit((exit) => Effect.suspend(() => (loading = undefined, Deferred.done(deferred, exit)))),
+          // The service's own work, whichever reader started it.
+          spendingUntil(Number.POSITIVE_INFINITY, Charge.background)
         )
         return Effect.as(Effect.forkIn(work, scope, { startImmediately: true }), deferred)
       })
 
-    const get = (deadline: number) =>
-      Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        // Another instance may have stored a fresh copy: adopted rather than loaded, even while loads here back off.
-        if (held === undefined || freshness(held, now) !== "fresh") yield* adoptShared
-        const copy = held
-        const state = copy === undefined ? "expired" : freshness(copy, now)
-        const running = state === "fresh" ? undefined : yield* loadNow(now)
-        if (copy !== undefined && state !== "expired") return copy.value
-        if (running !== undefined) {
-          const waited = yield* Effect.exit(Effect.timeoutOption(Deferred.await(running), Duration.millis(Math.max(0, deadline - now))))
-          if (Exit.isSuccess(waited) && Option.isSome(waited.value)) return waited.value.value
-        }
-        if (copy !== undefined) return copy.value
-        const retryAfterSeconds = Math.max(1, Math.ceil((backoff.until - (yield* Clock.currentTimeMillis)) / 1000))
-        return yield* Effect.fail(sourceError(options.source, "Unavailable", `no ${options.name} loaded yet`, retryAfterSeconds))
-      })
+    const get = Effect.gen(function*() {
+      const { deadline } = yield* Spend
+      const now = yield* Clock.currentTimeMillis
+      // Another instance may have stored a fresh copy: adopted rather than loaded, even while loads here back off.
+      if (held === undefined || freshness(held, now) !== "fresh") yield* adoptShared
+      const copy = held
+      const state = copy === undefined ? "expired" : freshness(copy, now)
+      const running = state === "fresh" ? undefined : yield* loadNow(now)
+      if (copy !== undefined && state !== "expired") return copy.value
+      if (running !== undefined) {
+        const waited = yield* Effect.exit(Effect.timeoutOption(Deferred.await(running), Duration.millis(Math.max(0, deadline - now))))
+        if (Exit.isSuccess(waited) && Option.isSome(waited.value)) return waited.value.value
+      }
+      if (copy !== undefined) return copy.value
+      const retryAfterSeconds = Math.max(1, Math.ceil((backoff.until - (yield* Clock.currentTimeMillis)) / 1000))
+      return yield* Effect.fail(sourceError(options.source, "Unavailable", `no ${options.name} loaded yet`, retryAfterSeconds))
+    })
 
     const warm = Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis

@@ -6,7 +6,7 @@
  */
 import { Duration, type Effect, Option, Schema } from "effect"
 import { deepFreeze } from "../../platform/deepFreeze.ts"
-import type { Charge, SourceError, SourceName } from "../upstream.ts"
+import type { SourceError, SourceName } from "../upstream.ts"
 
 export interface Entry<A> {
   /** When the value was fetched from the source (epoch ms). */
@@ -88,8 +88,8 @@ export interface CopiesOptions<A, I = unknown> {
   readonly value: Schema.Codec<A, I>
   /** How long `value`, fetched for `key` at `storedAt`, serves (latest prices: its currency's interval). */
   readonly timing: (value: A, storedAt: number, key: string) => Timing
-  /** Fresh copies of `keys`, paid by `charge`: each key asked (null when the source has none), maybe more. */
-  readonly fetch: (keys: ReadonlyArray<string>, charge: Charge) => Effect.Effect<ReadonlyArray<readonly [string, A]>, SourceError>
+  /** Fresh copies of `keys`, paid as `Spend` says: each key asked (null when the source has none), maybe more. */
+  readonly fetch: (keys: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<readonly [string, A]>, SourceError>
   /**
    * When the source fails: how long a copy stays to be served, stale (0: never); the first wait before a background
    * fetch is tried again (doubling up to an hour).
@@ -115,8 +115,8 @@ interface Gathered<A> {
 }
 
 export interface Copies<A> {
-  /** The copy held (refreshed behind when due), else one shared fetch waited for until `deadline`, else the last good copy. */
-  readonly get: (key: string, charge: Charge, deadline: number) => Effect.Effect<Served<A>, SourceError>
+  /** The copy held (refreshed behind when due), else one shared fetch, paid and waited for as `Spend` says, else the last good copy. */
+  readonly get: (key: string) => Effect.Effect<Served<A>, SourceError>
   /** Several keys at once, the cold ones in one fetch. Never fails: see `failure`. */
-  readonly getAll: (keys: ReadonlyArray<string>, charge: Charge, deadline: number) => Effect.Effect<Gathered<A>>
+  readonly getAll: (keys: ReadonlyArray<string>) => Effect.Effect<Gathered<A>>
 }

@@ -11,7 +11,7 @@ import { recordBadHistoryDays } from "../../observability/metrics.ts"
 import type { FileError } from "../../platform/files.ts"
 import type { StartupFailure } from "../../lifecycle/StartupFailure.ts"
 import { type DailyPoint, type DayRange, type HeldSeries, lastPublishedDay, missingRanges, neededDays, pointsWithin, type SeriesId, type SeriesStore, seriesKey, validSeries } from "../dailySeries.ts"
-import type { Charge, SourceError, SourceName } from "../upstream.ts"
+import type { SourceError, SourceName } from "../upstream.ts"
 import { makeFileStore } from "./fileStore.ts"
 import { makeMemoryStore } from "./memoryStore.ts"
 import { makePostgresStore } from "./postgresStore.ts"
@@ -93,12 +93,12 @@ export interface SeriesOf {
   readonly currency: string
 }
 
-/** A source's closes of the days of `range` (points at 00:00 UTC inside it), paid by `charge`. */
-export type FetchCloses<S extends SeriesOf> = (series: S, range: DayRange, now: number, charge: Charge) => Effect.Effect<ReadonlyArray<DailyPoint>, SourceError>
+/** A source's closes of the days of `range` (points at 00:00 UTC inside it), paid as `Spend` says. */
+export type FetchCloses<S extends SeriesOf> = (series: S, range: DayRange, now: number) => Effect.Effect<ReadonlyArray<DailyPoint>, SourceError>
 
 export interface KeptSeries<S extends SeriesOf> {
   /** The days needed at `now` (dailySeries.ts `neededDays`): held ones, the missing fetched and kept. */
-  readonly fetch: (series: S, charge: Charge) => Effect.Effect<ReadonlyArray<DailyPoint>, SourceError>
+  readonly fetch: (series: S) => Effect.Effect<ReadonlyArray<DailyPoint>, SourceError>
   /** For when the source cannot serve the rest; none when nothing of the need is held. */
   readonly held: (series: S) => Effect.Effect<Option.Option<ReadonlyArray<DailyPoint>>>
 }
@@ -127,7 +127,7 @@ export const makeKeptSeries = <S extends SeriesOf>(
     }
     return Option.getOrUndefined(read.success)
   }
-  const fetch = (series: S, charge: Charge) =>
+  const fetch = (series: S) =>
     Effect.gen(function*() {
       const { coin, currency } = series
       const now = yield* Clock.currentTimeMillis
@@ -135,7 +135,7 @@ export const makeKeptSeries = <S extends SeriesOf>(
       const need = neededDays(now, options.seriesDays)
       const byDay = new Map<number, number>(held === undefined ? [] : pointsWithin(held.points, need))
       for (const range of missingRanges(held, need)) {
-        const closes = yield* options.closes(series, range, now, charge)
+        const closes = yield* options.closes(series, range, now)
         for (const [day, price] of closes) if (!byDay.has(day)) byDay.set(day, price)
         const added = coveredBy(range, closes, need)
         if (added === undefined) continue

@@ -13,6 +13,7 @@ import { coinbaseDailyClose, coinbasePrice, DAY_MS, GAPPY_PRODUCT, startOfUtcDay
 import { emulatedDailyPrices } from "../../emulators/coingecko-data.ts"
 import { coinbaseClient, products as heldProducts } from "./support.ts"
 import { EMULATOR_NOW } from "../helpers.ts"
+import { spendingUntil } from "../../../src/rates/upstream.ts"
 
 let emulator: CoinbaseEmulator
 const TODAY = startOfUtcDay(EMULATOR_NOW)
@@ -52,9 +53,9 @@ describe("CoinbaseClient, healthy", () => {
       emulator.resetStats()
       const list = yield* heldProducts
       const soon = Date.now() + 3_000
-      assert.deepStrictEqual(yield* list.productFor("eth", "eur", soon), { id: "ETH-EUR", base: "ETH", quote: "EUR" })
-      assert.isUndefined(yield* list.productFor("DAI", "USD", soon))
-      assert.isUndefined(yield* list.productFor("PEPE", "USD", soon))
+      assert.deepStrictEqual(yield* list.productFor("eth", "eur").pipe(spendingUntil(soon)), { id: "ETH-EUR", base: "ETH", quote: "EUR" })
+      assert.isUndefined(yield* list.productFor("DAI", "USD").pipe(spendingUntil(soon)))
+      assert.isUndefined(yield* list.productFor("PEPE", "USD").pipe(spendingUntil(soon)))
       // Loaded once at start, then held: lookups cost no call.
       assert.strictEqual(emulator.stats().byPath["/products"], 1)
     }).pipe(Effect.provide(coinbaseClient(emulator.url)), Effect.scoped))

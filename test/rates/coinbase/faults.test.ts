@@ -18,6 +18,7 @@ import { coinbasePrice, DAY_MS, emulatedProducts, startOfUtcDay } from "../../em
 import { coinbaseClient, fastGuards, products, timed } from "./support.ts"
 import { EMULATOR_NOW } from "../helpers.ts"
 import { upstreamHttp } from "../../support/upstream.ts"
+import { spendingUntil } from "../../../src/rates/upstream.ts"
 
 let emulator: CoinbaseEmulator
 const TODAY = startOfUtcDay(EMULATOR_NOW)
@@ -132,26 +133,26 @@ describe("the product list", () => {
       const client = yield* CoinbaseClient
       const list = yield* products
       for (let i = 0; i < 3; i++) {
-        const error = yield* Effect.flip(list.productFor("BTC", "USD", soon()))
+        const error = yield* Effect.flip(list.productFor("BTC", "USD").pipe(spendingUntil(soon())))
         assert.deepInclude(error, { kind: "unavailable", retryAfterSeconds: 1 })
       }
       assert.strictEqual(calls("/products"), 1, "failures remembered: no second try before the back-off")
       assert.strictEqual((yield* client.ticker("BTC-USD")).price, coinbasePrice("BTC-USD", EMULATOR_NOW))
       emulator.setFault("none")
       yield* Effect.sleep("450 millis")
-      assert.deepStrictEqual(yield* list.productFor("BTC", "USD", soon()), { id: "BTC-USD", base: "BTC", quote: "USD" })
+      assert.deepStrictEqual(yield* list.productFor("BTC", "USD").pipe(spendingUntil(soon())), { id: "BTC-USD", base: "BTC", quote: "USD" })
       assert.strictEqual(calls("/products"), 2)
     }).pipe(Effect.provide(coinbaseClient(emulator.url, { ...fastGuards, breakerFailures: 1, productsRetryMs: 400 })), Effect.scoped))
 
   it.live("a failed reload keeps the last good copy", () =>
     Effect.gen(function*() {
       const list = yield* products
-      const first = yield* list.productFor("BTC", "USD", soon())
+      const first = yield* list.productFor("BTC", "USD").pipe(spendingUntil(soon()))
       emulator.setFault({ mode: "5xx", paths: ["/products$"] })
       yield* Effect.sleep("350 millis")
-      assert.strictEqual(yield* list.productFor("BTC", "USD", soon()), first, "served while the reload runs")
+      assert.strictEqual(yield* list.productFor("BTC", "USD").pipe(spendingUntil(soon())), first, "served while the reload runs")
       yield* Effect.sleep("100 millis")
-      assert.strictEqual(yield* list.productFor("BTC", "USD", soon()), first, "kept after the reload failed")
+      assert.strictEqual(yield* list.productFor("BTC", "USD").pipe(spendingUntil(soon())), first, "kept after the reload failed")
       assert.strictEqual(calls("/products"), 2)
       assert.strictEqual(emulator.stats().byStatus["503"], 1)
     }).pipe(Effect.provide(coinbaseClient(emulator.url, { ...fastGuards, productsRefreshMs: 300 })), Effect.scoped))
@@ -169,7 +170,7 @@ describe("a product list Coinbase answers that is not to be trusted", () => {
   const reloadAfter = (list: Effect.Success<typeof products>, ms: number) =>
     Effect.gen(function*() {
       yield* Effect.sleep(`${ms} millis`)
-      yield* list.productFor("BTC", "USD", soon())
+      yield* list.productFor("BTC", "USD").pipe(spendingUntil(soon()))
       yield* Effect.sleep("100 millis")
     })
 
@@ -177,12 +178,12 @@ describe("a product list Coinbase answers that is not to be trusted", () => {
     const warnings: Array<string> = []
     return Effect.gen(function*() {
       const list = yield* products
-      assert.deepStrictEqual(yield* list.productFor("BTC", "USD", soon()), BTC_USD)
+      assert.deepStrictEqual(yield* list.productFor("BTC", "USD").pipe(spendingUntil(soon())), BTC_USD)
       emulator.setListed([])
       yield* reloadAfter(list, 350)
       assert.strictEqual(calls("/products"), 2)
-      assert.deepStrictEqual(yield* list.productFor("BTC", "USD", soon()), BTC_USD, "an empty list replaced the list held")
-      for (let i = 0; i < 5; i++) yield* list.productFor("ETH", "EUR", soon())
+      assert.deepStrictEqual(yield* list.productFor("BTC", "USD").pipe(spendingUntil(soon())), BTC_USD, "an empty list replaced the list held")
+      for (let i = 0; i < 5; i++) yield* list.productFor("ETH", "EUR").pipe(spendingUntil(soon()))
       assert.strictEqual(calls("/products"), 2, "the next reload waits, as after a failure (400 ms)")
       assert.strictEqual(warnings.length, 1, warnings.join("\n"))
       assert.match(warnings[0]!, /Coinbase product list.*serving the last good copy.*an empty product list/)
@@ -192,7 +193,7 @@ describe("a product list Coinbase answers that is not to be trusted", () => {
       emulator.setListed(emulatedProducts.map((p) => p.id).filter((id) => majorsKept.has(id) || !/-(USD|EUR)$/.test(id)))
       yield* reloadAfter(list, 400)
       assert.strictEqual(calls("/products"), 3)
-      assert.deepStrictEqual(yield* list.productFor("SOL", "EUR", soon()), { id: "SOL-EUR", base: "SOL", quote: "EUR" })
+      assert.deepStrictEqual(yield* list.productFor("SOL", "EUR").pipe(spendingUntil(soon())), { id: "SOL-EUR", base: "SOL", quote: "EUR" })
       assert.strictEqual(warnings.length, 2, warnings.join("\n"))
       assert.match(warnings[1]!, /lost 38 of the 43 major pairs/)
 
@@ -200,8 +201,8 @@ describe("a product list Coinbase answers that is not to be trusted", () => {
       emulator.setListed(emulatedProducts.map((p) => p.id).filter((id) => id !== "SOL-EUR" && id !== "LTC-USD"))
       yield* reloadAfter(list, 800)
       assert.strictEqual(calls("/products"), 4)
-      assert.isUndefined(yield* list.productFor("SOL", "EUR", soon()))
-      assert.deepStrictEqual(yield* list.productFor("BTC", "USD", soon()), BTC_USD)
+      assert.isUndefined(yield* list.productFor("SOL", "EUR").pipe(spendingUntil(soon())))
+      assert.deepStrictEqual(yield* list.productFor("BTC", "USD").pipe(spendingUntil(soon())), BTC_USD)
       assert.strictEqual(warnings.length, 2)
     }).pipe(
       Effect.provide(Layer.merge(coinbaseClient(emulator.url, { ...fastGuards, productsRefreshMs: 300, productsRetryMs: 400 }), warningsInto(warnings))),
@@ -213,11 +214,11 @@ describe("a product list Coinbase answers that is not to be trusted", () => {
     Effect.gen(function*() {
       emulator.setListed([])
       const list = yield* products
-      const first = yield* Effect.result(list.productFor("BTC", "USD", soon()))
+      const first = yield* Effect.result(list.productFor("BTC", "USD").pipe(spendingUntil(soon())))
       assert.strictEqual(first._tag === "Failure" ? first.failure.kind : `a product: ${JSON.stringify(first.success)}`, "unavailable")
       emulator.setListed(undefined)
       yield* Effect.sleep("450 millis")
-      assert.deepStrictEqual(yield* list.productFor("BTC", "USD", soon()), BTC_USD)
+      assert.deepStrictEqual(yield* list.productFor("BTC", "USD").pipe(spendingUntil(soon())), BTC_USD)
       assert.strictEqual(calls("/products"), 2)
     }).pipe(Effect.provide(coinbaseClient(emulator.url, { ...fastGuards, productsRetryMs: 400 })), Effect.scoped))
 })

@@ -11,7 +11,6 @@ import { HttpClient, HttpClientResponse } from "effect/http"
 import { CoinGeckoClient } from "../../../src/rates/coingecko/CoinGeckoClient.ts"
 import { CoinGeckoConfig } from "../../../src/rates/coingecko/CoinGeckoConfig.ts"
 import { MonthlyBudget } from "../../../src/rates/coingecko/credits/MonthlyBudget.ts"
-import { Charge } from "../../../src/rates/upstream.ts"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../../emulators/coingecko.ts"
 import { PLENTY } from "../../support/credits.ts"
 import { configFrom } from "../../support/config.ts"
@@ -47,7 +46,7 @@ describe("/coins/markets by ids, within the CDN's URL length (finding 2)", () =>
       const ids = ["bitcoin", ...longIds(248), "ethereum"]
       assert.isTrue(ids.slice(1, -1).every((id) => id.length === 40))
       const coingecko = yield* CoinGeckoClient
-      const rows = yield* coingecko.marketsByIds("usd", ids, Charge.background)
+      const rows = yield* coingecko.marketsByIds("usd", ids)
       assert.sameMembers(rows.map((row) => row.id), ["bitcoin", "ethereum"], "rows of every call, together")
       const calls = emulator.stats().markets
       // About 10,800 characters of ids and commas (%2C): two calls, as few as the length allows.
@@ -68,7 +67,7 @@ describe("/coins/markets by ids, within the CDN's URL length (finding 2)", () =>
     )
     return Effect.gen(function*() {
       const coingecko = yield* CoinGeckoClient
-      const error = yield* Effect.flip(coingecko.marketsByIds("usd", ["bitcoin"], Charge.background))
+      const error = yield* Effect.flip(coingecko.marketsByIds("usd", ["bitcoin"]))
       assert.strictEqual(error.kind, "bad-request")
       assert.include(error.detail, "414")
       assert.notInclude(error.detail, "key")
@@ -83,7 +82,7 @@ describe("Demo's 365 days of history (finding 3)", () => {
       const capture = Logger.layer([Logger.make(({ logLevel, message }) => void lines.push(`${logLevel} ${JSON.stringify(message)}`))])
       const coingecko = yield* CoinGeckoClient
       const yearAndADayAgo = Math.floor((EMULATOR_NOW - 366 * 86_400_000) / 1000)
-      const error = yield* Effect.flip(coingecko.marketChartRange("bitcoin", "usd", yearAndADayAgo, EMULATOR_NOW / 1000, Charge.background)).pipe(Effect.provide(capture))
+      const error = yield* Effect.flip(coingecko.marketChartRange("bitcoin", "usd", yearAndADayAgo, EMULATOR_NOW / 1000)).pipe(Effect.provide(capture))
       assert.strictEqual(error.kind, "beyond-plan")
       assert.include(error.detail, "beyond the plan's history")
       assert.include(error.detail, "10012")

@@ -10,7 +10,7 @@ import { CircuitBreaker, RateLimiter } from "effect/persistence"
 import { configFrom, type Env } from "../../support/config.ts"
 import { CoinGeckoClient } from "../../../src/rates/coingecko/CoinGeckoClient.ts"
 import { CoinGeckoConfig } from "../../../src/rates/coingecko/CoinGeckoConfig.ts"
-import { Charge } from "../../../src/rates/upstream.ts"
+import { Charge, spendingUntil } from "../../../src/rates/upstream.ts"
 import { layerGuardStoresMemory } from "../../../src/rates/upstreamCall.ts"
 import { MonthlyBudget } from "../../../src/rates/coingecko/credits/MonthlyBudget.ts"
 
@@ -50,7 +50,7 @@ const clientWith = (env: Env, answer: () => number = () => 200, guards: Layer.La
 const chart = (caller: string) =>
   Effect.gen(function*() {
     const client = yield* CoinGeckoClient
-    return yield* client.marketChartRange("bitcoin", "usd", 1_795_305_600, 1_795_392_000, caller === "background" ? Charge.background : Charge.request(caller))
+    return yield* client.marketChartRange("bitcoin", "usd", 1_795_305_600, 1_795_392_000).pipe(spendingUntil(Number.POSITIVE_INFINITY, caller === "background" ? Charge.background : Charge.request(caller)))
   })
 
 const kindOf = <A, R>(effect: Effect.Effect<A, { readonly kind: string }, R>) =>
@@ -106,7 +106,7 @@ describe("circuit breaker", () => {
       // One request, four coins, each retried: one failure in the breaker.
       const request = Effect.suspend(() => {
         const charge = Charge.request("ip:198.51.100.1")
-        return Effect.forEach(["bitcoin", "ethereum", "solana", "ripple"], (id) => kindOf(client.marketChartRange(id, "usd", 1_795_305_600, 1_795_392_000, charge)))
+        return Effect.forEach(["bitcoin", "ethereum", "solana", "ripple"], (id) => kindOf(client.marketChartRange(id, "usd", 1_795_305_600, 1_795_392_000).pipe(spendingUntil(Number.POSITIVE_INFINITY, charge))))
       })
       assert.deepStrictEqual(yield* request, ["transient", "transient", "transient", "transient"])
       assert.deepStrictEqual(yield* request, ["transient", "transient", "transient", "transient"])

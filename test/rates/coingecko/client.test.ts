@@ -8,7 +8,7 @@ import { HttpClient, HttpClientResponse } from "effect/http"
 import { configFrom, type Env } from "../../support/config.ts"
 import { CoinGeckoClient } from "../../../src/rates/coingecko/CoinGeckoClient.ts"
 import { CoinGeckoConfig } from "../../../src/rates/coingecko/CoinGeckoConfig.ts"
-import { Charge, type SourceError } from "../../../src/rates/upstream.ts"
+import { Charge, type SourceError, spendingUntil } from "../../../src/rates/upstream.ts"
 import { layerGuardStoresMemory } from "../../../src/rates/upstreamCall.ts"
 import { MonthlyBudget } from "../../../src/rates/coingecko/credits/MonthlyBudget.ts"
 
@@ -49,7 +49,7 @@ const chartError = (respond: () => Response, env?: Env) => {
   const { layer, seen } = clientAnswering(respond, env)
   return Effect.gen(function*() {
     const client = yield* CoinGeckoClient
-    const error: SourceError = yield* Effect.flip(client.marketChartRange("bitcoin", "usd", FROM_S, TO_S, Charge.request(undefined)))
+    const error: SourceError = yield* Effect.flip(client.marketChartRange("bitcoin", "usd", FROM_S, TO_S).pipe(spendingUntil(Number.POSITIVE_INFINITY, Charge.request(undefined))))
     return { error, calls: seen.length }
   }).pipe(Effect.provide(layer))
 }
@@ -126,7 +126,7 @@ describe("CoinGeckoClient requests", () => {
     const { layer, seen } = clientAnswering(json(200, { prices: [[1, null], [2, 3]], market_caps: [], total_volumes: [] }))
     return Effect.gen(function*() {
       const client = yield* CoinGeckoClient
-      assert.deepStrictEqual(yield* client.marketChartRange("bitcoin", "eur", FROM_S, TO_S, Charge.request(undefined)), [[1, null], [2, 3]])
+      assert.deepStrictEqual(yield* client.marketChartRange("bitcoin", "eur", FROM_S, TO_S).pipe(spendingUntil(Number.POSITIVE_INFINITY, Charge.request(undefined))), [[1, null], [2, 3]])
       const { url } = seen[0]!
       assert.strictEqual(url.pathname, "/api/v3/coins/bitcoin/market_chart/range")
       assert.deepStrictEqual(Object.fromEntries(url.searchParams), { vs_currency: "eur", from: String(FROM_S), to: String(TO_S), interval: "daily" })
@@ -137,7 +137,7 @@ describe("CoinGeckoClient requests", () => {
     const { layer, seen } = clientAnswering(json(200, []))
     return Effect.gen(function*() {
       const client = yield* CoinGeckoClient
-      yield* client.marketsByIds("usd", ["bitcoin", "ethereum"], Charge.background)
+      yield* client.marketsByIds("usd", ["bitcoin", "ethereum"])
       yield* client.coinList
       yield* client.coinsByRank(2, 250)
       assert.deepInclude(Object.fromEntries(seen[0]!.url.searchParams), { ids: "bitcoin,ethereum", price_change_percentage: "24h,7d,30d" })

@@ -60,7 +60,7 @@ const clientOver = (http: Layer.Layer<HttpClient.HttpClient>, env: Env = {}) =>
   CoinGeckoClient.layer.pipe(Layer.provideMerge(Layer.mergeAll(config(env), MonthlyBudget.layerMemory(1_000), http)))
 
 const chart = (i: number) =>
-  Effect.flatMap(CoinGeckoClient, (client) => Effect.result(client.marketChartRange(`coin-${i}`, "usd", 1_795_305_600, 1_795_392_000, Charge.request(undefined))))
+  Effect.flatMap(CoinGeckoClient, (client) => Effect.result(client.marketChartRange(`coin-${i}`, "usd", 1_795_305_600, 1_795_392_000).pipe(spendingUntil(Number.POSITIVE_INFINITY, Charge.request(undefined)))))
 
 describe("a credit per answer 200", () => {
   it.live("calls in flight together hold their credits (never more calls than credits); those CoinGecko refused give theirs back", () => {

@@ -10,7 +10,7 @@ import { TestClock } from "effect/testing"
 import { makeCopies } from "../../../src/rates/copies/Copies.ts"
 import { CopyStore } from "../../../src/rates/copies/CopyStore.ts"
 import { freshFor } from "../../../src/rates/copies/entry.ts"
-import { Charge, sourceError } from "../../../src/rates/upstream.ts"
+import { Charge, sourceError, spendingUntil } from "../../../src/rates/upstream.ts"
 
 const far = Number.MAX_SAFE_INTEGER
 const charge = Charge.request("ip:192.0.2.1")
@@ -43,7 +43,7 @@ describe("single flight in copies", () => {
     Effect.gen(function*() {
       const { calls, copies, open } = yield* counted()
       const fibers = yield* Effect.forEach([..."aaaaab"].map((c, i) => c.repeat(i < 5 ? 1 : 2)), (key) =>
-        Effect.forkChild(copies.get(key, charge, far), { startImmediately: true }))
+        Effect.forkChild(copies.get(key).pipe(spendingUntil(far, charge)), { startImmediately: true }))
       yield* open
       const results = yield* Effect.forEach(fibers, Fiber.join)
       assert.deepStrictEqual(results.map((r) => r.value), [1, 1, 1, 1, 1, 2])
@@ -53,8 +53,8 @@ describe("single flight in copies", () => {
   it.effect("batched: the cold keys of one read in one fetch; a key being fetched is joined", () =>
     Effect.gen(function*() {
       const { calls, copies, open } = yield* counted({ batched: true })
-      const first = yield* Effect.forkChild(copies.getAll(["a", "bb"], charge, far), { startImmediately: true })
-      const second = yield* Effect.forkChild(copies.getAll(["bb", "ccc"], charge, far), { startImmediately: true })
+      const first = yield* Effect.forkChild(copies.getAll(["a", "bb"]).pipe(spendingUntil(far, charge)), { startImmediately: true })
+      const second = yield* Effect.forkChild(copies.getAll(["bb", "ccc"]).pipe(spendingUntil(far, charge)), { startImmediately: true })
       yield* open
       const [one, two] = [yield* Fiber.join(first), yield* Fiber.join(second)]
       assert.deepStrictEqual(calls, [["a", "bb"], ["ccc"]])
@@ -67,9 +67,9 @@ describe("single flight in copies", () => {
       let failing = true
       const { calls, copies, open } = yield* counted({ fail: () => failing })
       yield* open
-      const first = yield* Effect.exit(copies.get("k", charge, far))
+      const first = yield* Effect.exit(copies.get("k").pipe(spendingUntil(far, charge)))
       failing = false
-      const second = yield* copies.get("k", charge, far)
+      const second = yield* copies.get("k").pipe(spendingUntil(far, charge))
       assert.isTrue(Exit.isFailure(first))
       assert.strictEqual(second.value, 1)
       assert.strictEqual(calls.length, 2)
@@ -78,14 +78,14 @@ describe("single flight in copies", () => {
   it.effect("a reader giving up (its deadline) neither cancels the fetch for the others nor loses its copy", () =>
     Effect.gen(function*() {
       const { calls, copies, open } = yield* counted()
-      const impatient = yield* Effect.forkChild(copies.get("k", charge, 1_000), { startImmediately: true })
-      const patient = yield* Effect.forkChild(copies.get("k", charge, far), { startImmediately: true })
+      const impatient = yield* Effect.forkChild(copies.get("k").pipe(spendingUntil(1_000, charge)), { startImmediately: true })
+      const patient = yield* Effect.forkChild(copies.get("k").pipe(spendingUntil(far, charge)), { startImmediately: true })
       yield* TestClock.adjust("1 second")
       const gaveUp = yield* Fiber.await(impatient)
       assert.isTrue(Exit.isFailure(gaveUp))
       yield* open
       assert.strictEqual((yield* Fiber.join(patient)).value, 1)
-      assert.strictEqual((yield* copies.get("k", charge, far)).value, 1, "the copy landed")
+      assert.strictEqual((yield* copies.get("k").pipe(spendingUntil(far, charge))).value, 1, "the copy landed")
       assert.strictEqual(calls.length, 1)
     }).pipe(Effect.provide(CopyStore.layerMemory()), Effect.scoped))
 
@@ -94,13 +94,13 @@ describe("single flight in copies", () => {
       let failing = false
       const { copies, open } = yield* counted({ fail: () => failing })
       yield* open
-      assert.isFalse((yield* copies.get("k", charge, far)).stale)
+      assert.isFalse((yield* copies.get("k").pipe(spendingUntil(far, charge))).stale)
       failing = true
       yield* TestClock.adjust("2 minutes")
-      const stale = yield* copies.get("k", charge, far)
+      const stale = yield* copies.get("k").pipe(spendingUntil(far, charge))
       assert.deepStrictEqual([stale.value, stale.stale, stale.holdsUntil], [1, true, 0])
       yield* TestClock.adjust("2 hours")
-      assert.isTrue(Exit.isFailure(yield* Effect.exit(copies.get("k", charge, far))), "no copy kept past lastGoodMs")
+      assert.isTrue(Exit.isFailure(yield* Effect.exit(copies.get("k").pipe(spendingUntil(far, charge)))), "no copy kept past lastGoodMs")
     }).pipe(Effect.provide(CopyStore.layerMemory()), Effect.scoped))
 })
 
@@ -136,8 +136,8 @@ describe("instances sharing a store (Redis): one load at a time with `loadLeaseM
       const calls: Array<string> = []
       const gate = yield* Deferred.make<void>()
       const [a, b] = yield* Effect.all([instance(calls, gate), instance(calls, gate)])
-      const first = yield* Effect.forkChild(a.get("btc", charge, Date.now() + 5_000), { startImmediately: true })
-      const second = yield* Effect.forkChild(b.get("btc", charge, Date.now() + 5_000), { startImmediately: true })
+      const first = yield* Effect.forkChild(a.get("btc").pipe(spendingUntil(Date.now() + 5_000, charge)), { startImmediately: true })
+      const second = yield* Effect.forkChild(b.get("btc").pipe(spendingUntil(Date.now() + 5_000, charge)), { startImmediately: true })
       yield* Effect.sleep("100 millis")
       yield* Deferred.succeed(gate, undefined)
       assert.deepStrictEqual([(yield* Fiber.join(first)).value, (yield* Fiber.join(second)).value], [3, 3])

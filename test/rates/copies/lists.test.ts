@@ -9,7 +9,7 @@ import { Duration, Effect, Fiber, Layer, Option, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { CopyStore, type CopyStoreShape } from "../../../src/rates/copies/CopyStore.ts"
 import { makeHeldList } from "../../../src/rates/copies/HeldList.ts"
-import { type SourceError, sourceError } from "../../../src/rates/upstream.ts"
+import { type SourceError, sourceError, spendingUntil } from "../../../src/rates/upstream.ts"
 
 /** A source's list whose answers the test scripts: a value, or "fail". */
 const scripted = (answers: Array<ReadonlyArray<string> | "fail">) => {
@@ -51,9 +51,9 @@ const listOf = (fetch: Effect.Effect<ReadonlyArray<string>, SourceError>) =>
     yield* Effect.forkScoped(held.warm)
     yield* Effect.yieldNow
     return {
-      get: (deadline: number) => Effect.match(held.get(deadline), { onFailure: () => undefined, onSuccess: (value) => value }),
+      get: (deadline: number) => Effect.match(held.get.pipe(spendingUntil(deadline)), { onFailure: () => undefined, onSuccess: (value) => value }),
       // What a reader finding none is told: `unavailable`, and when to ask again.
-      retryAfterSeconds: Effect.map(Effect.flip(held.get(0)), (error) => error.retryAfterSeconds)
+      retryAfterSeconds: Effect.map(Effect.flip(held.get.pipe(spendingUntil(0))), (error) => error.retryAfterSeconds)
     }
   })
 
