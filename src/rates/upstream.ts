@@ -6,41 +6,27 @@ export type { SourceName } from "./RatesProvider.ts"
 
 // Why a call failed: each reason a Schema tagged error, so that callers catch one (`Effect.catchReason`) rather than compare strings.
 /** 5xx, 408, timeout, connection reset: safe to retry a GET. */
-export class Transient extends Schema.TaggedError<Transient>()("Transient", {}) {}
+class Transient extends Schema.TaggedError<Transient>()("Transient", {}) {}
 /** A 2xx whose body is not JSON, is cut short, or has the wrong shape. */
-export class InvalidResponse extends Schema.TaggedError<InvalidResponse>()("InvalidResponse", {}) {}
+class InvalidResponse extends Schema.TaggedError<InvalidResponse>()("InvalidResponse", {}) {}
 /** Our key refused (401/403) or another 4xx we do not expect: a fault operators are alerted to. Retrying cannot help. */
-export class Rejected extends Schema.TaggedError<Rejected>()("Rejected", {}) {}
+class Rejected extends Schema.TaggedError<Rejected>()("Rejected", {}) {}
 /** Our request refused as one the source cannot take (a 414: its URL too long): a fault of ours to fix, not of the key. */
-export class BadRequest extends Schema.TaggedError<BadRequest>()("BadRequest", {}) {}
+class BadRequest extends Schema.TaggedError<BadRequest>()("BadRequest", {}) {}
 /** What we asked lies outside what the plan serves (CoinGecko Demo: history beyond 365 days, error 10012). */
-export class BeyondPlan extends Schema.TaggedError<BeyondPlan>()("BeyondPlan", {}) {}
+class BeyondPlan extends Schema.TaggedError<BeyondPlan>()("BeyondPlan", {}) {}
 /** The source's own "no such coin/product" (404 with its JSON error), or a coin it does not list. An answer, not a fault. */
-export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", {}) {}
+class NotFound extends Schema.TaggedError<NotFound>()("NotFound", {}) {}
 /** The source's 429, our cool-down after one, or a budget of ours spent. */
-export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", {}) {}
+class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", {}) {}
 /** The circuit breaker refuses calls after repeated failures. */
-export class CircuitOpen extends Schema.TaggedError<CircuitOpen>()("CircuitOpen", {}) {}
+class CircuitOpen extends Schema.TaggedError<CircuitOpen>()("CircuitOpen", {}) {}
 /** A list the calls depend on (coin index, product list) is not held and cannot be loaded now. */
-export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", {}) {}
+class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", {}) {}
 
 const reasons = { Transient, InvalidResponse, Rejected, BadRequest, BeyondPlan, NotFound, RateLimited, CircuitOpen, Unavailable }
-export type SourceFailure = InstanceType<typeof reasons[keyof typeof reasons]>
+type SourceFailure = InstanceType<typeof reasons[keyof typeof reasons]>
 export type SourceFailureTag = SourceFailure["_tag"]
-/** How a message names a reason (logs, problem details). */
-const said = {
-  Transient: "transient",
-  InvalidResponse: "invalid-response",
-  Rejected: "rejected",
-  BadRequest: "bad-request",
-  BeyondPlan: "beyond-plan",
-  NotFound: "not-found",
-  RateLimited: "rate-limited",
-  CircuitOpen: "circuit-open",
-  Unavailable: "unavailable"
-} as const satisfies Record<SourceFailureTag, string>
-export type SourceFailureKind = typeof said[SourceFailureTag]
-
 const displayName: Record<SourceName, string> = { coingecko: "CoinGecko", coinbase: "Coinbase" }
 export class SourceError extends Schema.TaggedError<SourceError>()("SourceError", {
   source: Schema.Literals(["coingecko", "coinbase"]),
@@ -49,9 +35,9 @@ export class SourceError extends Schema.TaggedError<SourceError>()("SourceError"
   /** Whole seconds to wait before asking again; meaningful for RateLimited, CircuitOpen, Unavailable. */
   retryAfterSeconds: Schema.Finite
 }) {
-  /** The reason in words, as messages and logs say it; code catches the reason itself. */
-  get kind(): SourceFailureKind {
-    return said[this.reason._tag]
+  /** The reason in words, as messages and logs say it (RateLimited: "rate-limited"); code catches the reason itself. */
+  get kind(): string {
+    return this.reason._tag.replace(/(?<!^)[A-Z]/g, (letter) => `-${letter}`).toLowerCase()
   }
   override get message() {
     return `${displayName[this.source]} ${this.kind}: ${this.detail}`

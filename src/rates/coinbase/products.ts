@@ -1,10 +1,10 @@
 /**
- * Coinbase's product list, held as a list (copies/HeldList.ts) reloaded in the background, never on a request's behalf.
+ * Coinbase's product list, held as a list (copies/Copies.ts `makeHeldList`) reloaded in the background, never on a request's behalf.
  * An empty list, or one missing most majors held, is Coinbase's fault: a failed reload (list kept, `productsRetryMs` back-off).
  */
 import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
 import type { CopyStore } from "../copies/CopyStore.ts"
-import { makeHeldList } from "../copies/HeldList.ts"
+import { makeHeldList } from "../copies/Copies.ts"
 import { curatedCoins } from "../symbols.ts"
 import { type SourceError, spendingUntil } from "../upstream.ts"
 import { CoinbaseClient, type CoinbaseClientShape, type CoinbaseProduct } from "./CoinbaseClient.ts"

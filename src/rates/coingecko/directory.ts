@@ -1,11 +1,11 @@
 /**
  * `CoinDirectory` served by CoinGecko, no upstream call on the request path (CONTRACT C4): currencies, then symbols
  * by the curated map (symbols.ts) and the coin index (`/coins/list`, ranked by `/coins/markets`). The three lists
- * are held apart (copies/HeldList.ts), each on its own, loaded in the background at start and daily.
+ * are held apart (copies/Copies.ts `makeHeldList`), each on its own, loaded in the background at start and daily.
  */
 import { Effect, Layer, Option, Schema } from "effect"
 import type { CopyStore } from "../copies/CopyStore.ts"
-import { makeHeldList } from "../copies/HeldList.ts"
+import { makeHeldList } from "../copies/Copies.ts"
 import { type Coin, CoinDirectory } from "../ports.ts"
 import { UnsupportedCurrencyError } from "../RatesProvider.ts"
 import { curatedCoins } from "../symbols.ts"

@@ -1,13 +1,14 @@
 /**
- * The one way the rates capability holds copies of its sources' answers (entry.ts), over the one `CopyStore`: single
- * flight, stale-if-error, negative answers apart, background refreshes with backoff; the lists are held apart (HeldList.ts).
- * A fetch runs in the holder's scope: a reader that stops waiting wastes no paid call (Effect's `Cache` would).
+ * The one way the rates capability holds copies of its sources' answers (entry.ts), over the one `CopyStore`. Per-request
+ * copies (`makeCopies`): single flight, stale-if-error, negative answers apart, background refreshes with backoff; a fetch
+ * runs in the holder's scope, so a reader that stops waiting wastes no paid call (Effect's `Cache` would). The lists
+ * (`makeHeldList`) are held apart, one value each; both share a copy's lifecycle (below).
  */
-import { Cause, Clock, Deferred, Duration, Effect, Exit, Option, type Schema, type Scope } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, Exit, Option, Schema, type Scope } from "effect"
 import { Charge, type SourceError, sourceError, Spend, spendingUntil } from "../upstream.ts"
-import { CopyStore, type CopyWrite } from "./CopyStore.ts"
+import { CopyStore, type CopyStoreShape, type CopyWrite } from "./CopyStore.ts"
 import { deepFreeze } from "../../platform/deepFreeze.ts"
-import { type Copies, type CopiesOptions, type Entry, entryDecoder, entryOf, failureLine, type Freshness, freshnessOf, retryWaitMs, type Served } from "./entry.ts"
+import type { Copies, CopiesOptions, Entry, HeldList, HeldListOptions, Served, Timing } from "./entry.ts"
 
 export type { Copies } from "./entry.ts"
 
@@ -63,40 +64,22 @@ export const makeCopies = <A, I = any>(options: CopiesOptions<A, I>): Effect.Eff
         return out.size === keys.length ? out : undefined
       })
 
-    /** A shared key (`loadLeaseMs`) is loaded by one instance at a time; the others wait for its copy. */
-    const waitForSharedLoad = (keys: ReadonlyArray<string>) =>
-      Effect.gen(function*() {
-        const leaseMs = options.loadLeaseMs
-        if (leaseMs === undefined || store.claim === undefined) return { lease: undefined, copies: undefined }
-        const lease = `${keys[0]!}:loading`
-        if (yield* store.claim(lease, Duration.millis(leaseMs))) return { lease, copies: undefined }
-        for (let waited = 0; waited < leaseMs; waited += LEASE_POLL_MS) {
-          yield* Effect.sleep(Duration.millis(LEASE_POLL_MS))
-          const loaded = yield* allFresh(keys)
-          if (loaded !== undefined) return { lease: undefined, copies: loaded }
-        }
-        return { lease: undefined, copies: undefined }
-      })
-
     /** Fetches and stores, unless all are fresh again; `seen`: the `generation` at which the caller found them not. */
     const fetchAndStore = (keys: ReadonlyArray<string>, charge: Charge, seen: number | undefined) =>
       Effect.gen(function*() {
         const held = seen === generation && !store.shared ? undefined : yield* allFresh(keys)
         if (held !== undefined) return held
-        const shared = yield* waitForSharedLoad(keys)
-        if (shared.copies !== undefined) return shared.copies
         // Paid by whoever started the flight; it is not bound by any reader's deadline (the copy lands for the next).
-        const answered = yield* options.fetch(keys).pipe(
-          spendingUntil(Number.POSITIVE_INFINITY, charge),
-          Effect.ensuring(shared.lease === undefined || store.release === undefined ? Effect.void : store.release(shared.lease))
-        )
+        const fetch = options.fetch(keys).pipe(spendingUntil(Number.POSITIVE_INFINITY, charge))
+        const got = options.loadLeaseMs === undefined ? { loaded: yield* fetch } : yield* underLease(store, keys[0]!, options.loadLeaseMs, allFresh(keys), fetch)
+        if ("adopted" in got) return got.adopted
+        const answered = got.loaded
         const storedAt = yield* Clock.currentTimeMillis
+        // Plain loops: the holder's callbacks run one after another, not interleaved with ours.
+        const timings: Array<Timing> = []
+        for (const [key, raw] of answered) timings.push(options.timing(deepFreeze(raw), storedAt, key))
         const out = new Map<string, Entry<A>>()
-        // A plain loop: the holder's callbacks run one after another, not interleaved with ours.
-        for (const [key, raw] of answered) {
-          const value = deepFreeze(raw)
-          out.set(key, entryOf(value, storedAt, options.timing(value, storedAt, key)))
-        }
+        for (let i = 0; i < answered.length; i++) out.set(answered[i]![0], entryOf(answered[i]![1], storedAt, timings[i]!))
         yield* writeAll(out)
         return out
       })
@@ -254,3 +237,156 @@ export const makeCopies = <A, I = any>(options: CopiesOptions<A, I>): Effect.Eff
 const served = <A>(entry: Entry<A>, freshness: Freshness): Served<A> =>
   ({ value: entry.value, storedAt: entry.storedAt, stale: false, holdsUntil: freshness === "fresh" ? entry.refreshAt : freshness === "due" ? entry.freshUntil : 0 })
 const lastGood = <A>(entry: Entry<A>): Served<A> => ({ value: entry.value, storedAt: entry.storedAt, stale: true, holdsUntil: 0 })
+
+/** How long one instance may load a shared list before another may (its calls take seconds each). */
+const LEASE_MS = 60_000
+
+/**
+ * One instance at a time runs `load` for `key` (the store's lease, `leaseMs` at most); while another holds it, what
+ * `adopt` finds stored (polled) is taken instead. Past `leaseMs` without a copy, `load` runs here too.
+ */
+type Leased<X, Y> = { readonly adopted: X } | { readonly loaded: Y }
+const underLease = <X, Y, E>(store: CopyStoreShape, key: string, leaseMs: number, adopt: Effect.Effect<X | undefined>, load: Effect.Effect<Y, E>) =>
+  Effect.gen(function*() {
+    const lease = `${key}:loading`
+    const claimed = store.claim === undefined || (yield* store.claim(lease, Duration.millis(leaseMs)))
+    for (let waited = 0; !claimed && waited < leaseMs; waited += LEASE_POLL_MS) {
+      yield* Effect.sleep(Duration.millis(LEASE_POLL_MS))
+      const adopted = yield* adopt
+      if (adopted !== undefined) return { adopted } as Leased<X, Y>
+    }
+    return { loaded: yield* Effect.ensuring(load, claimed ? store.release?.(lease) ?? Effect.void : Effect.void) } as Leased<X, Y>
+  })
+
+/**
+ * A list a source answers (CoinGecko's currencies, coins and ranks; Coinbase's products), held apart from the copies:
+ * one value, kept in this process whatever the store evicts, loaded at start (`warm`), then reloaded by the first read
+ * once its period is over (a list nobody reads costs no call). Instances sharing the store adopt the copy one of them
+ * stored, and load one at a time (a lease); the last good copy serves while reloads fail, backed off.
+ */
+export const makeHeldList = <A, I = any>(options: HeldListOptions<A, I>): Effect.Effect<HeldList<A>, never, CopyStore | Scope.Scope> =>
+  Effect.gen(function*() {
+    const store = yield* CopyStore
+    const scope = yield* Effect.scope
+    const timing = { ttl: Duration.millis(options.reload.everyMs), refreshAhead: Duration.zero, grace: Duration.millis(options.reload.lastGoodMs) }
+    const spread = Math.random() * (options.reload.spreadMs ?? 0)
+    const freshness = (entry: Entry<A>, now: number) => freshnessOf(entry, now - spread)
+    const decode = entryDecoder(options.value)
+    let held: Entry<A> | undefined
+    let loading: Deferred.Deferred<A, SourceError> | undefined
+    let backoff = { until: 0, failures: 0 }
+
+    /** Adopts the copy stored by another instance when newer than the one held: true when what is held is then fresh. */
+    const adoptShared = Effect.gen(function*() {
+      if (!store.shared) return false
+      const stored = Option.getOrUndefined(Option.flatMap(yield* store.get(options.key), decode))
+      if (stored !== undefined && (held === undefined || stored.storedAt > held.storedAt)) held = stored
+      return held !== undefined && freshness(held, yield* Clock.currentTimeMillis) === "fresh"
+    })
+
+    /** The copy another instance stored, else one loaded here: under the lease, or after a minute waiting for it. */
+    const loadShared = Effect.gen(function*() {
+      if (yield* adoptShared) return held!.value
+      const got = yield* underLease(store, options.key, LEASE_MS, Effect.map(adoptShared, (fresh) => fresh ? held!.value : undefined), options.load)
+      if ("adopted" in got) return got.adopted
+      const value = deepFreeze(got.loaded)
+      const verdict = options.accept?.(value, held?.value) ?? true
+      if (verdict !== true) {
+        return yield* Effect.fail(sourceError(options.source, "InvalidResponse", `${options.name} refused: ${verdict}`))
+      }
+      const entry = held = entryOf(value, yield* Clock.currentTimeMillis, timing)
+      if (store.shared) yield* store.set(options.key, entry as unknown as Schema.Json, Duration.millis(entry.graceUntil - entry.storedAt))
+      return value
+    })
+
+    const noteFailure = (error: SourceError) =>
+      Effect.flatMap(Clock.currentTimeMillis, (at) => {
+        const longest = held !== undefined ? MAX_BACKOFF_MS : Math.min(MAX_BACKOFF_MS, options.retry.maxMsWhileNoneHeld ?? MAX_BACKOFF_MS)
+        const waitMs = retryWaitMs(backoff.failures + 1, options.retry.firstMs, longest, error)
+        backoff = { until: at + waitMs, failures: backoff.failures + 1 }
+        return Effect.logWarning(failureLine(options.name, held !== undefined, waitMs), error.message)
+      })
+
+    /** The load running, else one started in the holder's scope unless loads back off (undefined). */
+    const loadNow = (now: number) =>
+      Effect.suspend(() => {
+        if (loading !== undefined || backoff.until > now) return Effect.succeed(loading)
+        const deferred = loading = Deferred.makeUnsafe<A, SourceError>()
+        const work = loadShared.pipe(
+          Effect.tap(() => Effect.sync(() => backoff = { until: 0, failures: 0 })),
+          Effect.tapError(noteFailure),
+          // Forgotten before the waiters wake: a later reader starts a new load, never gets this one.
+          Effect.onExit((exit) => Effect.suspend(() => (loading = undefined, Deferred.done(deferred, exit)))),
+          // The service's own work, whichever reader started it.
+          spendingUntil(Number.POSITIVE_INFINITY, Charge.background)
+        )
+        return Effect.as(Effect.forkIn(work, scope, { startImmediately: true }), deferred)
+      })
+
+    const get = Effect.gen(function*() {
+      const { deadline } = yield* Spend
+      const now = yield* Clock.currentTimeMillis
+      // Another instance may have stored a fresh copy: adopted rather than loaded, even while loads here back off.
+      if (held === undefined || freshness(held, now) !== "fresh") yield* adoptShared
+      const copy = held
+      const state = copy === undefined ? "expired" : freshness(copy, now)
+      const running = state === "fresh" ? undefined : yield* loadNow(now)
+      if (copy !== undefined && state !== "expired") return copy.value
+      if (running !== undefined) {
+        const waited = yield* Effect.exit(Effect.timeoutOption(Deferred.await(running), Duration.millis(Math.max(0, deadline - now))))
+        if (Exit.isSuccess(waited) && Option.isSome(waited.value)) return waited.value.value
+      }
+      if (copy !== undefined) return copy.value
+      const retryAfterSeconds = Math.max(1, Math.ceil((backoff.until - (yield* Clock.currentTimeMillis)) / 1000))
+      return yield* Effect.fail(sourceError(options.source, "Unavailable", `no ${options.name} loaded yet`, retryAfterSeconds))
+    })
+
+    const warm = Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      if (held !== undefined && freshness(held, now) === "fresh") return
+      const running = yield* loadNow(now)
+      if (running !== undefined) yield* Effect.exit(Deferred.await(running))
+    })
+
+    return { get, warm }
+  })
+
+// A copy's lifecycle (entry.ts has its shape), the same for both holders
+
+
+/** The entry of `value` fetched at `storedAt`, served as `timing` says. */
+const entryOf = <A>(value: A, storedAt: number, timing: Timing): Entry<A> => {
+  const freshUntil = storedAt + Duration.toMillis(timing.ttl)
+  return { storedAt, refreshAt: freshUntil - Duration.toMillis(timing.refreshAhead), freshUntil, graceUntil: freshUntil + Duration.toMillis(timing.grace), value }
+}
+
+/** Where a copy stands at `now` (see above). */
+type Freshness = "fresh" | "due" | "grace" | "expired"
+const freshnessOf = (entry: Entry<unknown>, now: number): Freshness =>
+  now < entry.refreshAt ? "fresh" : now < entry.freshUntil ? "due" : now < entry.graceUntil ? "grace" : "expired"
+
+/** Reads back stored entries, validated once per frozen object (CopyStore.ts); unfrozen ones (tests) every time. */
+const entryDecoder = <A, I>(value: Schema.Codec<A, I>): (json: unknown) => Option.Option<Entry<A>> => {
+  const finite = Schema.Finite
+  const decode = Schema.decodeUnknownOption(Schema.Struct({ storedAt: finite, refreshAt: finite, freshUntil: finite, graceUntil: finite, value }))
+  const decoded = new WeakMap<object, Option.Option<Entry<A>>>()
+  return (json) => {
+    if (typeof json !== "object" || json === null || !Object.isFrozen(json)) return decode(json) as Option.Option<Entry<A>>
+    let entry = decoded.get(json)
+    if (entry === undefined) {
+      entry = Option.map(decode(json) as Option.Option<Entry<A>>, deepFreeze)
+      decoded.set(json, entry)
+    }
+    return entry
+  }
+}
+
+/**
+ * The wait after the `failures`th failure in a row: doubling from `firstMs` up to `longestMs`; a refusal that says
+ * when to come back (the month's pace, a 429) is taken at its word.
+ */
+const retryWaitMs = (failures: number, firstMs: number, longestMs: number, error: SourceError) =>
+  Math.max(Math.min(longestMs, firstMs * 2 ** (failures - 1)), error.retryAfterSeconds * 1000)
+/** What a failed background fetch logs. */
+const failureLine = (name: string, held: boolean, waitMs: number) =>
+  `rates: ${name} unavailable; ${held ? "serving the last good copy" : "none held yet"}, next try in ${Math.round(waitMs / 1000)} s`

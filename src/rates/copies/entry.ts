@@ -1,11 +1,10 @@
 /**
  * A holder of copies (Copies.ts makes them) and one held copy, JSON shared with other instances and releases (change
- * it only with a new key prefix, `rates:v2:`); the lists (HeldList.ts) are held in the same shape. A copy is fresh
+ * it only with a new key prefix, `rates:v2:`); the lists are held in the same shape, by the same lifecycle. A copy is fresh
  * before `refreshAt`; due before `freshUntil` (a read starts a background refresh); in grace before `graceUntil`
  * (served while it runs); then expired (the reader waits for a fetch, and if it fails, gets this copy marked stale).
  */
-import { Duration, type Effect, Option, Schema } from "effect"
-import { deepFreeze } from "../../platform/deepFreeze.ts"
+import { Duration, type Effect, type Schema } from "effect"
 import type { SourceError, SourceName } from "../upstream.ts"
 
 export interface Entry<A> {
@@ -27,43 +26,6 @@ export interface Timing {
 }
 /** Fresh for `ttl`, never served past it (negative answers, short-lived values). */
 export const freshFor = (ttl: Duration.Duration): Timing => ({ ttl, refreshAhead: Duration.zero, grace: Duration.zero })
-
-/** The entry of `value` fetched at `storedAt`, served as `timing` says. */
-export const entryOf = <A>(value: A, storedAt: number, timing: Timing): Entry<A> => {
-  const freshUntil = storedAt + Duration.toMillis(timing.ttl)
-  return { storedAt, refreshAt: freshUntil - Duration.toMillis(timing.refreshAhead), freshUntil, graceUntil: freshUntil + Duration.toMillis(timing.grace), value }
-}
-
-/** Where a copy stands at `now` (see above). */
-export type Freshness = "fresh" | "due" | "grace" | "expired"
-export const freshnessOf = (entry: Entry<unknown>, now: number): Freshness =>
-  now < entry.refreshAt ? "fresh" : now < entry.freshUntil ? "due" : now < entry.graceUntil ? "grace" : "expired"
-
-/** Reads back stored entries, validated once per frozen object (CopyStore.ts); unfrozen ones (tests) every time. */
-export const entryDecoder = <A, I>(value: Schema.Codec<A, I>): (json: unknown) => Option.Option<Entry<A>> => {
-  const finite = Schema.Finite
-  const decode = Schema.decodeUnknownOption(Schema.Struct({ storedAt: finite, refreshAt: finite, freshUntil: finite, graceUntil: finite, value }))
-  const decoded = new WeakMap<object, Option.Option<Entry<A>>>()
-  return (json) => {
-    if (typeof json !== "object" || json === null || !Object.isFrozen(json)) return decode(json) as Option.Option<Entry<A>>
-    let entry = decoded.get(json)
-    if (entry === undefined) {
-      entry = Option.map(decode(json) as Option.Option<Entry<A>>, deepFreeze)
-      decoded.set(json, entry)
-    }
-    return entry
-  }
-}
-
-/**
- * The wait after the `failures`th failure in a row: doubling from `firstMs` up to `longestMs`; a refusal that says
- * when to come back (the month's pace, a 429) is taken at its word.
- */
-export const retryWaitMs = (failures: number, firstMs: number, longestMs: number, error: SourceError) =>
-  Math.max(Math.min(longestMs, firstMs * 2 ** (failures - 1)), error.retryAfterSeconds * 1000)
-/** What a failed background fetch logs. */
-export const failureLine = (name: string, held: boolean, waitMs: number) =>
-  `rates: ${name} unavailable; ${held ? "serving the last good copy" : "none held yet"}, next try in ${Math.round(waitMs / 1000)} s`
 
 export interface Served<A> {
   readonly value: A
@@ -119,4 +81,33 @@ export interface Copies<A> {
   readonly get: (key: string) => Effect.Effect<Served<A>, SourceError>
   /** Several keys at once, the cold ones in one fetch. Never fails: see `failure`. */
   readonly getAll: (keys: ReadonlyArray<string>) => Effect.Effect<Gathered<A>>
+}
+
+// A held list (Copies.ts `makeHeldList`): the lists' own holder, apart from the per-request copies
+export interface HeldListOptions<A, I = unknown> {
+  /** For logs and errors: "coin list". */
+  readonly name: string
+  readonly source: SourceName
+  /** Where it is shared with other instances, `rates:v2:<kind>` (the store's entry shape: `Entry`). */
+  readonly key: string
+  /** What it is: a copy read back from the store is validated with it (another instance or release may have written it). */
+  readonly value: Schema.Codec<A, I>
+  readonly load: Effect.Effect<A, SourceError>
+  /**
+   * Reloaded every `everyMs`, by each instance up to `spreadMs` later (so that one loads and the others adopt its
+   * copy). Past `lastGoodMs` more (the store keeps it that long), a reader waits for the reload, until its deadline,
+   * before taking the copy held.
+   */
+  readonly reload: { readonly everyMs: number; readonly spreadMs?: number | undefined; readonly lastGoodMs: number }
+  /** After a failed load, the first wait: it doubles up to an hour, or up to `maxMsWhileNoneHeld` while none is held. */
+  readonly retry: { readonly firstMs: number; readonly maxMsWhileNoneHeld?: number | undefined }
+  /** Whether a loaded list may replace the one held (undefined: none); a string (why not) fails the load. */
+  readonly accept?: ((fresh: A, held: A | undefined) => true | string) | undefined
+}
+
+export interface HeldList<A> {
+  /** The list held (reloaded behind when due), else the load waited for until the `Spend` deadline, else `Unavailable`. */
+  readonly get: Effect.Effect<A, SourceError>
+  /** Loads it unless it is fresh or loads back off (start-up); ends when that load does. */
+  readonly warm: Effect.Effect<void>
 }

@@ -10,7 +10,7 @@ import { randomUUID } from "node:crypto"
 import * as NodeRedis from "@effect/platform-node/NodeRedis"
 import { Context, Effect, Layer, Logger } from "effect"
 import { CoinbaseClient } from "../../../src/rates/coinbase/CoinbaseClient.ts"
-import type { SourceError, SourceFailureKind } from "../../../src/rates/upstream.ts"
+import type { SourceError } from "../../../src/rates/upstream.ts"
 import { CoinbaseConfig } from "../../../src/rates/coinbase/CoinbaseConfig.ts"
 import { configFrom } from "../../support/config.ts"
 import { type CoinbaseEmulator, type CoinbaseFaultMode, startCoinbaseEmulator } from "../../emulators/coinbase.ts"
@@ -40,7 +40,7 @@ const calls = (path: string) => emulator.stats().byPath[path] ?? 0
 
 interface FaultCase {
   readonly mode: CoinbaseFaultMode
-  readonly kind: SourceFailureKind
+  readonly kind: string
   /** Calls that reached Coinbase: 2 when retried once, 1 when not. */
   readonly upstreamCalls: number
 }

@@ -1,5 +1,5 @@
 /**
- * Lists held apart (copies/HeldList.ts, as the coin index, the currency list and Coinbase's product list
+ * Lists held apart (copies/Copies.ts `makeHeldList`, as the coin index, the currency list and Coinbase's product list
  * are): loaded at start, failures remembered with a doubling wait, the last good copy served, reloaded
  * when due while the held copy answers, a copy shared through the store adopted instead of fetched, a
  * reader with nothing held waiting for the load running, until its deadline only.
@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Layer, Option, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { CopyStore, type CopyStoreShape } from "../../../src/rates/copies/CopyStore.ts"
-import { makeHeldList } from "../../../src/rates/copies/HeldList.ts"
+import { makeHeldList } from "../../../src/rates/copies/Copies.ts"
 import { type SourceError, sourceError, spendingUntil } from "../../../src/rates/upstream.ts"
 
 /** A source's list whose answers the test scripts: a value, or "fail". */
