@@ -68,8 +68,7 @@ export interface Gathered {
   readonly latest: PricesFound
   readonly charts: Charts
   /** What the second source answered for the coins the first could not serve fresh (none when not asked). */
-  readonly second?: ReadonlyMap<string, SecondOutcome> | undefined
-  readonly secondSourcing?: Sourcing | undefined
+  readonly second?: { readonly outcomes: ReadonlyMap<string, SecondOutcome>; readonly sourcing: Sourcing } | undefined
 }
 
 /** Coins the first source could not serve fresh: chart failed (a 404 is an answer) or stale, or (no live quote) latest price stale or failed. */
@@ -118,11 +117,11 @@ export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, R
       unknown.push(symbol)
       continue
     }
-    const second = gathered.second?.get(coin.id)
+    const second = gathered.second?.outcomes.get(coin.id)
     const quote = live?.quotes.get(coin.id)
-    if (second?._tag === "Served" && gathered.secondSourcing !== undefined) {
+    if (second?._tag === "Served" && gathered.second !== undefined) {
       const { rate } = second
-      const source = gathered.secondSourcing.source
+      const source = gathered.second.sourcing.source
       const series = lastPoints(rate.series, query.days)
       freshUntil = Math.min(freshUntil, rate.holdsUntil)
       if (quote === undefined || live === undefined) {
@@ -166,7 +165,7 @@ export const assembleAnswer = (gathered: Gathered): Result.Result<RatesAnswer, R
   // Every source used, credited once, in the order sources are asked: first, live, second.
   const credits: Array<string> = []
   const credited = new Set<SourceName>()
-  for (const sourcing of [first, live?.sourcing, gathered.secondSourcing]) {
+  for (const sourcing of [first, live?.sourcing, gathered.second?.sourcing]) {
     if (sourcing === undefined || !used.has(sourcing.source) || credited.has(sourcing.source)) continue
     credited.add(sourcing.source)
     credits.push(sourcing.attribution)

@@ -67,8 +67,7 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
           live: live.sourcing === undefined ? undefined : { quotes, sourcing: live.sourcing },
           latest,
           charts,
-          second: fallback,
-          secondSourcing: second.sourcing
+          second: fallback === undefined || second.sourcing === undefined ? undefined : { outcomes: fallback, sourcing: second.sourcing }
         }))
         // 6. Remembered while every value behind it holds.
         return answers.remember(query, answer)

@@ -27,7 +27,6 @@ const gathered = (overrides: Partial<Gathered>): Gathered => ({
   query: { symbols: ["BTC", "ETH", "FOO"], currency: "usd", days: 2 },
   startedAt: T,
   first,
-  secondSourcing,
   resolved,
   latest: { latest: new Map([["bitcoin", latestOf(64_000)], ["ethereum", latestOf(3_000)]]), failure: undefined },
   charts: chartsOf([["bitcoin", Result.succeed(fresh(series))], ["ethereum", Result.succeed(fresh(series))]]),
@@ -56,7 +55,7 @@ describe("answer with a second source", () => {
   })
 
   it("one rate from each: source mixed, both attributed, the Coinbase rate held no longer than its minute", () => {
-    const answer = assembleAnswer(gathered({ second: new Map([["ethereum", coinbaseRate]]) }))
+    const answer = assembleAnswer(gathered({ second: { outcomes: new Map([["ethereum", coinbaseRate]]), sourcing: secondSourcing } }))
     if (Result.isFailure(answer)) throw answer.failure
     const { freshUntil, result } = answer.success
     expect(result.rates.map((r) => [r.symbol, r.source, r.price])).toEqual([["BTC", "coingecko", 64_000], ["ETH", "coinbase", 3_001]])
@@ -69,7 +68,7 @@ describe("answer with a second source", () => {
   const failing = (firstError: SourceError, secondError: SourceError): Gathered =>
     gathered({
       charts: chartsOf([["bitcoin", Result.succeed(fresh(series))], ["ethereum", Result.fail(firstError)]]),
-      second: new Map([["ethereum", { _tag: "Failed", error: secondError }]])
+      second: { outcomes: new Map([["ethereum", { _tag: "Failed", error: secondError }]]), sourcing: secondSourcing }
     })
   const verdict = (g: Gathered) => {
     const answer = assembleAnswer(g)
@@ -143,7 +142,7 @@ describe("answer with live quotes (issue 28)", () => {
       live: { ...live, quotes: new Map([...live.quotes, ["ethereum", ethQuote]]) },
       query: { symbols: ["BTC", "ETH"], currency: "usd", days: 2 },
       charts: chartsOf([["bitcoin", Result.succeed(fresh(series))], ["ethereum", Result.fail(down)]]),
-      second: new Map([["ethereum", coinbaseRate]]),
+      second: { outcomes: new Map([["ethereum", coinbaseRate]]), sourcing: secondSourcing },
       first: { source: "coingecko", attribution: "Data provided by CoinGecko" }
     }))
     if (Result.isFailure(answer)) throw answer.failure
