@@ -31,7 +31,7 @@ import { type BrevoEmulator, startBrevoEmulator } from "../emulators/brevo.ts"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { emulatedCurrencies } from "../emulators/coingecko-data.ts"
 import type { Fault as NewsletterFault } from "../emulators/newsletter-kit.ts"
-import { freePort } from "../support/spawn.ts"
+import { childEnv, freePort } from "../support/spawn.ts"
 import { type RawRequest, type RawResponse, send } from "../fuzz/support/http.ts"
 import { violationsOf } from "../fuzz/support/invariants.ts"
 import { loadOpenApi, type OpenApiModel } from "../fuzz/support/openapi.ts"
@@ -147,7 +147,7 @@ interface Service {
 const startService = async (env: Record<string, string>, port: number, logFile: string): Promise<Service> => {
   const fd = openSync(logFile, "w")
   // The inspector (loopback, random port) lets the soak force a full GC before it reads memory figures.
-  const child = spawn(process.execPath, ["--inspect=127.0.0.1:0", "src/main.ts"], { cwd: ROOT, env: { PATH: process.env.PATH ?? "", ...env }, stdio: ["ignore", fd, fd] })
+  const child = spawn(process.execPath, ["--inspect=127.0.0.1:0", "src/main.ts"], { cwd: ROOT, env: { ...childEnv, ...env }, stdio: ["ignore", fd, fd] })
   closeSync(fd) // the child holds its own copy
   const scanLog = () => {
     const all = readFileSync(logFile, "utf8").split("\n").filter((line) => line !== "")
@@ -262,7 +262,7 @@ const soakWith = async (
   // An OAuth client, registered with the operator CLI before the service starts.
   const created = spawnSync(process.execPath, ["src/cli/clients.ts", "create", "--name", "soak", "--scope", "health:read rates:read subscriptions:write"], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", DATA_DIR: dataDir },
+    env: { ...childEnv, DATA_DIR: dataDir },
     encoding: "utf8"
   })
   if (created.status !== 0) throw new Error(`clients create failed: ${created.stderr}`)

@@ -29,6 +29,7 @@ import { fail, fmtInt, HOST, lpad, NODE, pad, ROOT, round } from "./common.ts"
 import { cleanups, freePort, hasTaskset, pinned, stopChild, tail, track, waitReady } from "./processes.ts"
 import { cpuMs } from "./system.ts"
 import { runScript, summaryLines, type WrkResult } from "./wrk.ts"
+import { childEnv } from "../support/spawn.ts"
 
 type Scenario = "secret" | "private_key_jwt" | "alternated"
 type Alg = "ES256" | "RS256" | "PS256" | "EdDSA"
@@ -111,7 +112,7 @@ const signPool = async (key: CryptoKey, kid: string, alg: Alg, clientId: string,
 
 /** The root's clients CLI: its JSON output, or `undefined` when it refuses (exit 2: an older checkout without the option). */
 const clientsCli = (root: string, dataDir: string, args: ReadonlyArray<string>) => {
-  const res = spawnSync(NODE, [join(root, "src/cli/clients.ts"), ...args], { cwd: root, env: { PATH: process.env.PATH ?? "", DATA_DIR: dataDir }, encoding: "utf8" })
+  const res = spawnSync(NODE, [join(root, "src/cli/clients.ts"), ...args], { cwd: root, env: { ...childEnv, DATA_DIR: dataDir }, encoding: "utf8" })
   if (res.status === 2) return undefined
   if (res.status !== 0) fail(`clients ${args.join(" ")} (in ${root}) failed: ${res.stderr}`)
   return JSON.parse(res.stdout) as Record<string, string>

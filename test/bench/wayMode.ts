@@ -22,6 +22,7 @@ import { join, relative, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { fail, HOST, NODE, ROOT, sleep } from "./common.ts"
+import { childEnv } from "../support/spawn.ts"
 
 interface Cdp {
   readonly send: (method: string, params?: object) => Promise<any>
@@ -58,7 +59,7 @@ const connect = (url: string) =>
 const startService = async (root: string, env: Record<string, string>) => {
   const child: ChildProcess = spawn(NODE, ["--inspect=127.0.0.1:0", join(root, "src/main.ts")], {
     cwd: root,
-    env: { PATH: process.env.PATH ?? "", ...env },
+    env: { ...childEnv, ...env },
     stdio: ["ignore", "pipe", "pipe"]
   })
   const inspector = await new Promise<string>((found, failed) => {

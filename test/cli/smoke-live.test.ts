@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { brevoServiceEnv, type BrevoEmulator, startBrevoEmulator } from "../emulators/brevo.ts"
 import { type CoinbaseEmulator, startCoinbaseEmulator } from "../emulators/coinbase.ts"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
+import { childEnv } from "../support/spawn.ts"
 
 let coingecko: CoinGeckoEmulator
 let coinbase: CoinbaseEmulator
@@ -28,7 +29,7 @@ const smoke = (env: Record<string, string> = {}) =>
   new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
     const child = spawn(process.execPath, ["src/cli/smokeLive.ts", "--feed-seconds", "2"], {
       env: {
-        PATH: process.env.PATH ?? "",
+        ...childEnv,
         COINGECKO_BASE_URL: coingecko.url,
         COINGECKO_API_KEY: "cg-key",
         COINBASE_BASE_URL: coinbase.url,

@@ -11,7 +11,7 @@ import type { ConfigInvalid } from "../../src/config/ConfigInvalid.ts"
 import { validateConfiguration } from "../../src/checkConfiguration.ts"
 import { readOAuthConfig } from "../../src/oauth/OAuthConfig.ts"
 import { configFrom, type Env } from "../support/config.ts"
-import { tempDataDir } from "../support/spawn.ts"
+import { childEnv, tempDataDir } from "../support/spawn.ts"
 
 const run = <A>(reading: Effect.Effect<A, ConfigInvalid>, env: Env) =>
   Effect.runPromiseExit(reading.pipe(Effect.provide(configFrom(env))))
@@ -220,7 +220,7 @@ describe("the entrypoint", () => {
   it("prints every bad variable, no stack trace, and exits 1 before starting anything", () => {
     const run = spawnSync(process.execPath, ["src/main.ts"], {
       env: {
-        PATH: process.env.PATH ?? "",
+        ...childEnv,
         DATA_DIR: tempDataDir(),
         PORT: "abc",
         NEWSLETTER_PROVIDER: "foo",

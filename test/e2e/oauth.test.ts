@@ -11,7 +11,7 @@ import * as oauth from "oauth4webapi"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ClientRegistry } from "../../src/oauth/ClientRegistry.ts"
 import { fileRuntime } from "../oauth/helpers.ts"
-import { freePort, type ServiceProcess, spawnService, tempDataDir } from "../support/spawn.ts"
+import { childEnv, freePort, type ServiceProcess, spawnService, tempDataDir } from "../support/spawn.ts"
 
 const insecure = { [oauth.allowInsecureRequests]: true } as const // loopback http only
 const SPECIAL_ID = "svc-client_1.a~b:+%& é名"
@@ -23,7 +23,7 @@ let issuer: URL
 let as: oauth.AuthorizationServer
 
 const cli = (...args: Array<string>) => {
-  const run = spawnSync(process.execPath, ["src/cli/clients.ts", ...args], { env: { PATH: process.env.PATH, DATA_DIR: dataDir }, encoding: "utf8" })
+  const run = spawnSync(process.execPath, ["src/cli/clients.ts", ...args], { env: { ...childEnv, DATA_DIR: dataDir }, encoding: "utf8" })
   if (run.status !== 0) throw new Error(run.stderr)
   return JSON.parse(run.stdout)
 }

@@ -9,6 +9,7 @@ import { ClientRegistry } from "../../src/oauth/ClientRegistry.ts"
 import { TokenEndpoint } from "../../src/oauth/TokenEndpoint.ts"
 import { assertionFor, assertionForm, type ClientKey, jwksOf, makeKey, serveJwks } from "./assertionKit.ts"
 import { eventually, FORM, fileRuntime, tmpDataDir } from "./helpers.ts"
+import { childEnv } from "../support/spawn.ts"
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 const DATA_DIR = tmpDataDir()
@@ -17,7 +18,7 @@ const DATA_DIR = tmpDataDir()
 const cli = (args: ReadonlyArray<string>, env: Record<string, string> = {}) => {
   const res = spawnSync(process.execPath, ["src/cli/clients.ts", ...args], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", DATA_DIR, ...env },
+    env: { ...childEnv, DATA_DIR, ...env },
     encoding: "utf8",
     timeout: 20_000
   })
@@ -28,7 +29,7 @@ const cliAsync = (args: ReadonlyArray<string>) =>
   new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
     execFile(process.execPath, ["src/cli/clients.ts", ...args], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH ?? "", DATA_DIR },
+      env: { ...childEnv, DATA_DIR },
       encoding: "utf8",
       timeout: 20_000
     }, (error, stdout, stderr) => resolve({ code: error === null ? 0 : (typeof error.code === "number" ? error.code : null), stdout, stderr }))

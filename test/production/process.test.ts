@@ -4,7 +4,7 @@
 import { afterAll, describe, expect, it } from "vitest"
 import { spawn } from "node:child_process"
 import { createServer } from "node:http"
-import { freePort, OFFLINE_UPSTREAMS, type ServiceProcess, spawnService, startExpectingFailure, tempDataDir } from "../support/spawn.ts"
+import { childEnv, freePort, OFFLINE_UPSTREAMS, type ServiceProcess, spawnService, startExpectingFailure, tempDataDir } from "../support/spawn.ts"
 
 const running: Array<ServiceProcess> = []
 afterAll(async () => {
@@ -63,7 +63,7 @@ describe("start-up", () => {
   it("answers requests that arrive while it starts instead of leaving them hanging", async () => {
     const port = await freePort()
     const child = spawn(process.execPath, ["src/main.ts"], {
-      env: { PATH: process.env.PATH ?? "", HOST: "127.0.0.1", PORT: String(port), DATA_DIR: tempDataDir(), ...OFFLINE_UPSTREAMS },
+      env: { ...childEnv, HOST: "127.0.0.1", PORT: String(port), DATA_DIR: tempDataDir(), ...OFFLINE_UPSTREAMS },
       stdio: "ignore"
     })
     try {

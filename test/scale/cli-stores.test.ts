@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { jwksOf, makeKey } from "../oauth/assertionKit.ts"
-import { tempDataDir } from "../support/spawn.ts"
+import { childEnv, tempDataDir } from "../support/spawn.ts"
 import { freshDatabase } from "./support.ts"
 
 const run = promisify(execFile)
@@ -28,7 +28,7 @@ afterAll(() => database?.drop())
 
 /** Exit code and stdout of one command. */
 const cli = (env: Record<string, string>, args: ReadonlyArray<string>) =>
-  run(process.execPath, ["src/cli/clients.ts", ...args], { env: { PATH: process.env.PATH ?? "", ...env }, encoding: "utf8", timeout: 30_000 })
+  run(process.execPath, ["src/cli/clients.ts", ...args], { env: { ...childEnv, ...env }, encoding: "utf8", timeout: 30_000 })
     .then((r) => ({ code: 0, stdout: r.stdout }), (e: { code?: number; stdout?: string }) => ({ code: e.code, stdout: e.stdout ?? "" }))
 
 /** Runs one operator session and returns its transcript with the values that differ by nature masked. */

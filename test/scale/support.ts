@@ -9,7 +9,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Effect, Redacted } from "effect"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import { startRedis as startRedisServer } from "../support/redis.ts"
-import { freePort, tempDataDir } from "../support/spawn.ts"
+import { childEnv, freePort, tempDataDir } from "../support/spawn.ts"
 
 const run = promisify(execFile)
 
@@ -103,7 +103,7 @@ export const freshDatabase = async (server = databaseUrl) => {
 /** The clients CLI, as an operator runs it, with this environment only; stdout parsed as JSON. */
 export const clientsCli = async (args: ReadonlyArray<string>, env: Record<string, string>) => {
   const result = await run(process.execPath, ["src/cli/clients.ts", ...args], {
-    env: { PATH: process.env.PATH ?? "", DATA_DIR: tempDataDir(), ...env },
+    env: { ...childEnv, DATA_DIR: tempDataDir(), ...env },
     encoding: "utf8",
     timeout: 30_000
   }).catch((e: { code?: number; stdout?: string; stderr?: string }) => {

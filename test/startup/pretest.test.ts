@@ -6,7 +6,7 @@
 import { spawnSync } from "node:child_process"
 import { afterAll, describe, expect, it } from "vitest"
 import { redisCommand } from "../support/redis.ts"
-import { freePort, unprivileged, unprivilegedCanRunNode } from "../support/spawn.ts"
+import { childEnv, freePort, unprivileged, unprivilegedCanRunNode } from "../support/spawn.ts"
 
 const started: Array<number> = []
 afterAll(async () => {
@@ -15,7 +15,7 @@ afterAll(async () => {
 
 const pretest = (env: Record<string, string>, asUser: { uid?: number; gid?: number } = {}) =>
   spawnSync(process.execPath, ["test/support/pretest.ts"], {
-    env: { PATH: process.env.PATH ?? "", ...env },
+    env: { ...childEnv, ...env },
     encoding: "utf8",
     timeout: 20_000,
     ...asUser

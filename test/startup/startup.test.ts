@@ -10,7 +10,7 @@ import { createServer, type Server } from "node:net"
 import { dirname, join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { redisCommand, startRedis } from "../support/redis.ts"
-import { freePort, type ServiceProcess, spawnService, tempDataDir, unprivileged, unprivilegedCanRunNode } from "../support/spawn.ts"
+import { childEnv, freePort, type ServiceProcess, spawnService, tempDataDir, unprivileged, unprivilegedCanRunNode } from "../support/spawn.ts"
 
 const running: Array<ServiceProcess> = []
 const redises: Array<ChildProcess> = []
@@ -30,7 +30,7 @@ const startFailing = (env: Record<string, string>, options: { uid?: number; gid?
   new Promise<Failed>((resolve, reject) => {
     const started = Date.now()
     const child = spawn(process.execPath, ["src/main.ts"], {
-      env: { PATH: process.env.PATH ?? "", HOST: "127.0.0.1", PORT: "0", DATA_DIR: tempDataDir(), COINGECKO_BASE_URL: "http://127.0.0.1:9/unused", COINBASE_BASE_URL: "http://127.0.0.1:9/unused", ...env },
+      env: { ...childEnv, HOST: "127.0.0.1", PORT: "0", DATA_DIR: tempDataDir(), COINGECKO_BASE_URL: "http://127.0.0.1:9/unused", COINBASE_BASE_URL: "http://127.0.0.1:9/unused", ...env },
       stdio: ["ignore", "pipe", "pipe"],
       ...options
     })

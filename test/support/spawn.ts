@@ -30,6 +30,15 @@ export const freePort = () =>
 export const tempDataDir = () => mkdtempSync(join(tmpdir(), "crypto-api-"))
 
 /**
+ * What the environment of every process a test starts holds besides its own variables: the PATH, and Node's
+ * compile cache (vitest.config.ts sets it), with which a process loads this repository's modules in half the time.
+ */
+export const childEnv: Record<string, string> = {
+  PATH: process.env.PATH ?? "",
+  ...(process.env.NODE_COMPILE_CACHE === undefined ? {} : { NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE })
+}
+
+/**
  * For a test that needs an unprivileged process (root writes anywhere, and would install packages):
  * as root, `nobody`'s ids; otherwise the process is unprivileged already and `{}` is returned.
  */
@@ -62,7 +71,7 @@ export const spawnService = async (env: Record<string, string>, timeoutMs = 20_0
   const port = await freePort()
   const child = spawn(process.execPath, ["src/main.ts"], {
     env: {
-      PATH: process.env.PATH ?? "",
+      ...childEnv,
       HOST: "127.0.0.1",
       PORT: String(port),
       DATA_DIR: tempDataDir(),
