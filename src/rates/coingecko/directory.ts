@@ -80,7 +80,7 @@ const makeDirectory = Effect.gen(function*() {
   )
   const coins = yield* list("coin list", COIN_LIST, Coins, Effect.map(client.coinList, (listed) => listed.map(({ id, name, symbol }) => ({ id, name, symbol }))))
   const ranks = yield* list(
-    "coin ranks",
+    "coin rank list",
     COIN_RANKS,
     Ranked,
     Effect.map(client.coinRanks(config.indexRankPages, PAGE_SIZE), (rows) => rows.map(({ id, market_cap_rank, name, symbol }) => ({ id, market_cap_rank, name, symbol })))

@@ -95,8 +95,9 @@ export const makeCopies = <A, I = any>(options: CopiesOptions<A, I>): Effect.Eff
       })
 
     /** Starts one fetch of `keys` as their flight, in the holder's scope; its group is asked only on backoff. */
+    // Uninterruptible: a flight registered is a flight forked, or its readers would wait for it in vain.
     const startFlight = (keys: ReadonlyArray<string>, charge: Charge, seen?: number, onDone?: () => void) =>
-      Effect.gen(function*() {
+      Effect.uninterruptible(Effect.gen(function*() {
         const deferred = Deferred.makeUnsafe<ReadonlyMap<string, Entry<A>>, SourceError>()
         // Registered synchronously, before any yield, so a reader in the same tick finds it.
         for (const key of keys) flights.set(key, deferred)
@@ -118,7 +119,7 @@ export const makeCopies = <A, I = any>(options: CopiesOptions<A, I>): Effect.Eff
         )
         yield* Effect.forkIn(work, scope, { startImmediately: true })
         return deferred
-      })
+      }))
 
     /** One background refresh of the group of `key`, unless one runs or it backs off; returns at once. */
     const refresh = (key: string, now: number) =>
@@ -307,9 +308,9 @@ export const makeHeldList = <A, I = any>(options: HeldListOptions<A, I>): Effect
         return Effect.logWarning(failureLine(options.name, held !== undefined, waitMs), error.message)
       })
 
-    /** The load running, else one started in the holder's scope unless loads back off (undefined). */
+    /** The load running, else one started in the holder's scope unless loads back off (undefined); uninterruptible, as a flight. */
     const loadNow = (now: number) =>
-      Effect.suspend(() => {
+      Effect.uninterruptible(Effect.suspend(() => {
         if (loading !== undefined || backoff.until > now) return Effect.succeed(loading)
         const deferred = loading = Deferred.makeUnsafe<A, SourceError>()
         const work = loadShared.pipe(
@@ -321,7 +322,7 @@ export const makeHeldList = <A, I = any>(options: HeldListOptions<A, I>): Effect
           spendingUntil(Number.POSITIVE_INFINITY, Charge.background)
         )
         return Effect.as(Effect.forkIn(work, scope, { startImmediately: true }), deferred)
-      })
+      }))
 
     const get = Effect.gen(function*() {
       const { deadline } = yield* Spend
@@ -338,7 +339,7 @@ export const makeHeldList = <A, I = any>(options: HeldListOptions<A, I>): Effect
       }
       if (copy !== undefined) return copy.value
       const retryAfterSeconds = Math.max(1, Math.ceil((backoff.until - (yield* Clock.currentTimeMillis)) / 1000))
-      return yield* Effect.fail(sourceError(options.source, "Unavailable", `no ${options.name} loaded yet`, retryAfterSeconds))
+      return yield* Effect.fail(sourceError(options.source, "Unavailable", `the ${options.name} is not loaded yet`, retryAfterSeconds))
     })
 
     const warm = Effect.gen(function*() {
