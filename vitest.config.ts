@@ -1,5 +1,6 @@
 import { join } from "node:path"
 import { defineConfig } from "vitest/config"
+import { BaseSequencer, type TestSpecification } from "vitest/node"
 
 // Node's compile cache for every process the tests start (test/support/spawn.ts `childEnv`): the service and the CLIs
 // load their modules in about half the time (0.8 s → 0.4 s of CPU for the clients CLI), and the suite starts hundreds.
@@ -37,6 +38,19 @@ const integrationToo = [
   "test/security/bearer-flood.test.ts"
 ]
 
+/**
+ * The files that take a minute or more (long scenarios on real time) start first: vitest orders files by the times of
+ * its last run, but a clean checkout (CI) has none, and then these ran last, alone, for the suite's last 50 s.
+ */
+const longFiles = ["test/e2e/rates-live-feed-faults.test.ts", "test/e2e/rates-month.test.ts", "test/e2e/rates-live-landing.test.ts"]
+class LongFilesFirst extends BaseSequencer {
+  override async sort(files: Array<TestSpecification>) {
+    const long = (spec: TestSpecification) => longFiles.some((file) => spec.moduleId.endsWith(file))
+    const sorted = await super.sort(files)
+    return [...sorted.filter(long), ...sorted.filter((spec) => !long(spec))]
+  }
+}
+
 export default defineConfig({
   test: {
     testTimeout: 30_000,
@@ -44,6 +58,7 @@ export default defineConfig({
     // Two cores, but most integration files wait (on servers, emulators, timers): with 2 workers the cores were 64 %
     // busy (npm test 411 s), with 4 about 88 % (335 s), every test passing under that load.
     maxWorkers: 4,
+    sequence: { sequencer: LongFilesFirst },
     // The JSON report is what .ci/run summarises into its closing "N passed, N failed" line.
     reporters: ["default", "json"],
     outputFile: { json: "test-results/vitest.json" },
