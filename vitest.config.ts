@@ -3,7 +3,7 @@ import { defineConfig } from "vitest/config"
 import { BaseSequencer, type TestSpecification } from "vitest/node"
 
 // Node's compile cache for every process the tests start (test/support/spawn.ts `childEnv`): the service and the CLIs
-// load their modules in about half the time (0.8 s → 0.4 s of CPU for the clients CLI), and the suite starts hundreds.
+// load their modules in about half the time (0.8 s → 0.4 s of CPU for the clients CLI).
 process.env.NODE_COMPILE_CACHE ??= join(process.cwd(), "node_modules/.cache/node-compile-cache")
 
 /**

@@ -1,4 +1,4 @@
-/** What every rates source shares: how a call fails (`SourceError`), what that means to the caller (502 or 503), and who pays (`Charge`). */
+/** What every rates source shares: how a call fails (`SourceError`), what that means to the caller (502 or 503), who pays and until when (`Spend`). */
 import { Context, Effect, Schema } from "effect"
 import { RatesUnavailableError, RatesUpstreamError, type SourceName } from "./RatesProvider.ts"
 

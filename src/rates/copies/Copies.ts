@@ -75,7 +75,7 @@ export const makeCopies = <A, I = any>(options: CopiesOptions<A, I>): Effect.Eff
         if ("adopted" in got) return got.adopted
         const answered = got.loaded
         const storedAt = yield* Clock.currentTimeMillis
-        // Plain loops: the holder's callbacks run one after another, not interleaved with ours.
+        // Plain loops: the holder's callbacks run one after another, not interleaved with ours; values frozen in place.
         const timings: Array<Timing> = []
         for (const [key, raw] of answered) timings.push(options.timing(deepFreeze(raw), storedAt, key))
         const out = new Map<string, Entry<A>>()
@@ -242,11 +242,11 @@ const lastGood = <A>(entry: Entry<A>): Served<A> => ({ value: entry.value, store
 /** How long one instance may load a shared list before another may (its calls take seconds each). */
 const LEASE_MS = 60_000
 
+type Leased<X, Y> = { readonly adopted: X } | { readonly loaded: Y }
 /**
  * One instance at a time runs `load` for `key` (the store's lease, `leaseMs` at most); while another holds it, what
  * `adopt` finds stored (polled) is taken instead. Past `leaseMs` without a copy, `load` runs here too.
  */
-type Leased<X, Y> = { readonly adopted: X } | { readonly loaded: Y }
 const underLease = <X, Y, E>(store: CopyStoreShape, key: string, leaseMs: number, adopt: Effect.Effect<X | undefined>, load: Effect.Effect<Y, E>) =>
   Effect.gen(function*() {
     const lease = `${key}:loading`
