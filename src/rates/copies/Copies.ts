@@ -69,11 +69,13 @@ export const makeCopies = <A, I = any>(options: CopiesOptions<A, I>): Effect.Eff
       Effect.gen(function*() {
         const held = seen === generation && !store.shared ? undefined : yield* allFresh(keys)
         if (held !== undefined) return held
+        const leaseMs = options.loadLeaseMs
+        return yield* (leaseMs === undefined ? fetchThenStore(keys, charge) : underLease(store, keys[0]!, leaseMs, allFresh(keys), fetchThenStore(keys, charge)))
+      })
+    const fetchThenStore = (keys: ReadonlyArray<string>, charge: Charge) =>
+      Effect.gen(function*() {
         // Paid by whoever started the flight; it is not bound by any reader's deadline (the copy lands for the next).
-        const fetch = options.fetch(keys).pipe(spendingUntil(Number.POSITIVE_INFINITY, charge))
-        const got = options.loadLeaseMs === undefined ? { loaded: yield* fetch } : yield* underLease(store, keys[0]!, options.loadLeaseMs, allFresh(keys), fetch)
-        if ("adopted" in got) return got.adopted
-        const answered = got.loaded
+        const answered = yield* options.fetch(keys).pipe(spendingUntil(Number.POSITIVE_INFINITY, charge))
         const storedAt = yield* Clock.currentTimeMillis
         // Plain loops: the holder's callbacks run one after another, not interleaved with ours; values frozen in place.
         const timings: Array<Timing> = []
@@ -242,21 +244,22 @@ const lastGood = <A>(entry: Entry<A>): Served<A> => ({ value: entry.value, store
 /** How long one instance may load a shared list before another may (its calls take seconds each). */
 const LEASE_MS = 60_000
 
-type Leased<X, Y> = { readonly adopted: X } | { readonly loaded: Y }
 /**
- * One instance at a time runs `load` for `key` (the store's lease, `leaseMs` at most); while another holds it, what
- * `adopt` finds stored (polled) is taken instead. Past `leaseMs` without a copy, `load` runs here too.
+ * One instance at a time runs `load` (fetch and store) for `key`, under the store's lease (`leaseMs` at most, released
+ * once the copy is stored); while another holds it, or when it stored one just before, what `adopt` finds stored is
+ * taken instead (polled). Past `leaseMs` without a copy, `load` runs here too.
  */
-const underLease = <X, Y, E>(store: CopyStoreShape, key: string, leaseMs: number, adopt: Effect.Effect<X | undefined>, load: Effect.Effect<Y, E>) =>
+const underLease = <A, E>(store: CopyStoreShape, key: string, leaseMs: number, adopt: Effect.Effect<A | undefined>, load: Effect.Effect<A, E>) =>
   Effect.gen(function*() {
     const lease = `${key}:loading`
     const claimed = store.claim === undefined || (yield* store.claim(lease, Duration.millis(leaseMs)))
-    for (let waited = 0; !claimed && waited < leaseMs; waited += LEASE_POLL_MS) {
+    if (claimed) return yield* Effect.ensuring(Effect.flatMap(adopt, (stored) => stored !== undefined ? Effect.succeed(stored) : load), store.release?.(lease) ?? Effect.void)
+    for (let waited = 0; waited < leaseMs; waited += LEASE_POLL_MS) {
       yield* Effect.sleep(Duration.millis(LEASE_POLL_MS))
       const adopted = yield* adopt
-      if (adopted !== undefined) return { adopted } as Leased<X, Y>
+      if (adopted !== undefined) return adopted
     }
-    return { loaded: yield* Effect.ensuring(load, claimed ? store.release?.(lease) ?? Effect.void : Effect.void) } as Leased<X, Y>
+    return yield* load
   })
 
 /**
@@ -288,9 +291,10 @@ export const makeHeldList = <A, I = any>(options: HeldListOptions<A, I>): Effect
     /** The copy another instance stored, else one loaded here: under the lease, or after a minute waiting for it. */
     const loadShared = Effect.gen(function*() {
       if (yield* adoptShared) return held!.value
-      const got = yield* underLease(store, options.key, LEASE_MS, Effect.map(adoptShared, (fresh) => fresh ? held!.value : undefined), options.load)
-      if ("adopted" in got) return got.adopted
-      const value = deepFreeze(got.loaded)
+      return yield* underLease(store, options.key, LEASE_MS, Effect.map(adoptShared, (fresh) => fresh ? held!.value : undefined), loadHere)
+    })
+    const loadHere = Effect.gen(function*() {
+      const value = deepFreeze(yield* options.load)
       const verdict = options.accept?.(value, held?.value) ?? true
       if (verdict !== true) {
         return yield* Effect.fail(sourceError(options.source, "InvalidResponse", `${options.name} refused: ${verdict}`))
