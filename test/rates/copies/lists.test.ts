@@ -23,12 +23,16 @@ const scripted = (answers: Array<ReadonlyArray<string> | "fail">) => {
   return { state, fetch }
 }
 
-/** A store standing for Redis: `shared`, one map for every instance built on it. */
-const sharedStore = () => {
+/** A store standing for Redis: `shared`, one map for every instance built on it, with leases; a write may take `writeMs`. */
+const sharedStore = (options: { readonly writeMs?: number } = {}) => {
   const entries = new Map<string, string>()
+  const leases = new Set<string>()
+  const write = (key: string, value: Schema.Json) => Effect.sync(() => void entries.set(key, JSON.stringify(value)))
   const shape: CopyStoreShape = {
     get: (key) => Effect.sync(() => Option.map(Option.fromUndefinedOr(entries.get(key)), (json) => JSON.parse(json) as Schema.Json)),
-    set: (key, value) => Effect.sync(() => void entries.set(key, JSON.stringify(value))),
+    set: (key, value) => options.writeMs === undefined ? write(key, value) : Effect.andThen(Effect.sleep(options.writeMs), write(key, value)),
+    claim: (key) => Effect.sync(() => leases.has(key) ? false : (leases.add(key), true)),
+    release: (key) => Effect.sync(() => void leases.delete(key)),
     shared: true
   }
   return Layer.succeed(CopyStore)(shape)
@@ -109,6 +113,19 @@ describe("lists held apart", () => {
       assert.deepStrictEqual(yield* two.get(far), ["usd", "eur"])
       assert.strictEqual(second.state.calls, 0)
     }).pipe(Effect.provide(sharedStore()), Effect.scoped)
+  })
+
+  it.effect("an instance starting while another is still storing its load adopts that copy instead of loading again", () => {
+    const first = scripted([["usd", "eur"]])
+    const second = scripted([["never"]])
+    return Effect.gen(function*() {
+      yield* listOf(first.fetch) // loaded at once; storing it takes a second
+      yield* TestClock.adjust("500 millis")
+      const two = yield* listOf(second.fetch)
+      yield* TestClock.adjust("2 seconds")
+      assert.deepStrictEqual(yield* two.get(far), ["usd", "eur"])
+      assert.strictEqual(second.state.calls, 0, "one load for the instances sharing the store (a small plan's credits hold one)")
+    }).pipe(Effect.provide(sharedStore({ writeMs: 1_000 })), Effect.scoped)
   })
 
   it.effect("a request finding nothing held waits for the load running, until its deadline only", () => {
