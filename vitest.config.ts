@@ -19,6 +19,7 @@ const integrationToo = [
   "test/rates/coinbase-emulator.test.ts",
   "test/rates/coinbase-feed-emulator.test.ts",
   "test/rates/coingecko/redis.test.ts",
+  "test/rates/copies/lease.test.ts",
   "test/http/docs.test.ts",
   "test/oauth/cli.test.ts",
   "test/newsletter/local.test.ts",

@@ -10,31 +10,8 @@
 import { randomUUID } from "node:crypto"
 import { type Cause, Duration, Effect, Fiber, Layer, Queue } from "effect"
 import { Redis } from "effect/persistence"
+import { makeRedisLease } from "../redisLease.ts"
 import { Leadership, type LeadershipShape } from "./Leadership.ts"
-
-/** KEYS[1]: the lease; ARGV[1]: our id, ARGV[2]: its time to live (ms). Takes a free lease or renews ours: 1, else 0. */
-const holdScript = Redis.script((key: string, id: string, ttlMs: number) => [key, id, String(ttlMs)], {
-  numberOfKeys: 1,
-  lua: `
-local holder = redis.call("GET", KEYS[1])
-if holder == false or holder == ARGV[1] then
-  redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
-  return 1
-end
-return 0
-`
-}).withReturnType<number>()
-
-/** Gives the lease back if it is still ours. */
-const releaseScript = Redis.script((key: string, id: string) => [key, id], {
-  numberOfKeys: 1,
-  lua: `
-if redis.call("GET", KEYS[1]) == ARGV[1] then
-  return redis.call("DEL", KEYS[1])
-end
-return 0
-`
-}).withReturnType<number>()
 
 export interface LeadershipRedisOptions {
   /** Prefix of the leases' keys and the channels (REDIS_KEY_PREFIX). */
@@ -46,8 +23,7 @@ export interface LeadershipRedisOptions {
 const make = (redis: Redis.Redis["Service"], options: LeadershipRedisOptions): LeadershipShape => {
   const leaseMs = options.leaseMs ?? 20_000
   const checkMs = options.checkMs ?? 5_000
-  const hold = redis.eval(holdScript)
-  const release = redis.eval(releaseScript)
+  const { hold, release } = makeRedisLease(redis)
 
   const run: LeadershipShape["run"] = (name, roles) =>
     Effect.gen(function*() {
@@ -58,7 +34,7 @@ const make = (redis: Redis.Redis["Service"], options: LeadershipRedisOptions): L
       // Held or free: lead; another's: follow; Redis away or slow: lead alone meanwhile.
       const decide = hold(key, id, leaseMs).pipe(
         Effect.timeout(Duration.millis(checkMs)),
-        Effect.map((held): "lead" | "follow" => (held === 1 ? "lead" : "follow")),
+        Effect.map((held): "lead" | "follow" => (held ? "lead" : "follow")),
         Effect.orElseSucceed((): "lead" | "follow" => "lead")
       )
       const step = Effect.gen(function*() {

@@ -6,14 +6,13 @@
  */
 import { Cause, Clock, Deferred, Duration, Effect, Exit, Option, Schema, type Scope } from "effect"
 import { Charge, type SourceError, sourceError, Spend, spendingUntil } from "../upstream.ts"
-import { CopyStore, type CopyStoreShape, type CopyWrite } from "./CopyStore.ts"
+import { CopyStore, type CopyWrite, underLease } from "./CopyStore.ts"
 import { deepFreeze } from "../../platform/deepFreeze.ts"
 import type { Copies, CopiesOptions, Entry, HeldList, HeldListOptions, Served, Timing } from "./entry.ts"
 
 export type { Copies } from "./entry.ts"
 
 const MAX_BACKOFF_MS = 3_600_000
-const LEASE_POLL_MS = 250
 /** Groups remembered as backing off, at most (then forgotten all at once). */
 const BACKOFF_CAPACITY = 10_000
 type Flight<A> = Deferred.Deferred<ReadonlyMap<string, Entry<A>>, SourceError>
@@ -245,24 +244,6 @@ const lastGood = <A>(entry: Entry<A>): Served<A> => ({ value: entry.value, store
 const LEASE_MS = 60_000
 
 /**
- * One instance at a time runs `load` (fetch and store) for `key`, under the store's lease (`leaseMs` at most, released
- * once the copy is stored); while another holds it, or when it stored one just before, what `adopt` finds stored is
- * taken instead (polled). Past `leaseMs` without a copy, `load` runs here too.
- */
-const underLease = <A, E>(store: CopyStoreShape, key: string, leaseMs: number, adopt: Effect.Effect<A | undefined>, load: Effect.Effect<A, E>) =>
-  Effect.gen(function*() {
-    const lease = `${key}:loading`
-    const claimed = store.claim === undefined || (yield* store.claim(lease, Duration.millis(leaseMs)))
-    if (claimed) return yield* Effect.ensuring(Effect.flatMap(adopt, (stored) => stored !== undefined ? Effect.succeed(stored) : load), store.release?.(lease) ?? Effect.void)
-    for (let waited = 0; waited < leaseMs; waited += LEASE_POLL_MS) {
-      yield* Effect.sleep(Duration.millis(LEASE_POLL_MS))
-      const adopted = yield* adopt
-      if (adopted !== undefined) return adopted
-    }
-    return yield* load
-  })
-
-/**
  * A list a source answers (CoinGecko's currencies, coins and ranks; Coinbase's products), held apart from the copies:
  * one value, kept in this process whatever the store evicts, loaded at start (`warm`), then reloaded by the first read
  * once its period is over (a list nobody reads costs no call). Instances sharing the store adopt the copy one of them
@@ -288,11 +269,6 @@ export const makeHeldList = <A, I = any>(options: HeldListOptions<A, I>): Effect
       return held !== undefined && freshness(held, yield* Clock.currentTimeMillis) === "fresh"
     })
 
-    /** The copy another instance stored, else one loaded here: under the lease, or after a minute waiting for it. */
-    const loadShared = Effect.gen(function*() {
-      if (yield* adoptShared) return held!.value
-      return yield* underLease(store, options.key, LEASE_MS, Effect.map(adoptShared, (fresh) => fresh ? held!.value : undefined), loadHere)
-    })
     const loadHere = Effect.gen(function*() {
       const value = deepFreeze(yield* options.load)
       const verdict = options.accept?.(value, held?.value) ?? true
@@ -303,6 +279,9 @@ export const makeHeldList = <A, I = any>(options: HeldListOptions<A, I>): Effect
       if (store.shared) yield* store.set(options.key, entry as unknown as Schema.Json, Duration.millis(entry.graceUntil - entry.storedAt))
       return value
     })
+
+    /** The copy another instance stored, else one loaded here: under the lease, or after a minute waiting for it. */
+    const loadShared = underLease(store, options.key, LEASE_MS, Effect.map(adoptShared, (fresh) => fresh ? held!.value : undefined), loadHere)
 
     const noteFailure = (error: SourceError) =>
       Effect.flatMap(Clock.currentTimeMillis, (at) => {

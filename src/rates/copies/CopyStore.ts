@@ -9,6 +9,10 @@ import { recordCacheLookup } from "../../observability/metrics.ts"
 import { makeBoundedLru } from "../../platform/boundedLru.ts"
 import { Redis } from "effect/persistence"
 import { deepFreeze } from "../../platform/deepFreeze.ts"
+import { makeRedisLease } from "../../platform/redisLease.ts"
+
+/** A lease asked for: the store's answer, or none in time (a slow store is not a lease held elsewhere). */
+export type Claim = "taken" | "held" | "no answer"
 
 interface SetOptions {
   /** A negative answer (no such coin, no market): kept in the small store of its own. */
@@ -27,10 +31,10 @@ export interface CopyStoreShape {
   readonly set: (key: string, value: Schema.Json, timeToLive: Duration.Duration, options?: SetOptions) => Effect.Effect<void>
   /** True when other instances read what is written here (Redis): worth writing what only they need. */
   readonly shared: boolean
-  /** Shared stores: takes `key` for `timeToLive` unless another instance holds it; true when taken or failing. */
-  readonly claim?: ((key: string, timeToLive: Duration.Duration) => Effect.Effect<boolean>) | undefined
-  /** Gives `key` back before its time (the load it guarded ended). */
-  readonly release?: ((key: string) => Effect.Effect<void>) | undefined
+  /** Shared stores: takes `key` for `holder` (or finds it theirs already) for `timeToLive` unless another holds it. */
+  readonly claim?: ((key: string, holder: string, timeToLive: Duration.Duration) => Effect.Effect<Claim>) | undefined
+  /** Gives `key` back before its time (the load it guarded ended), if `holder` still holds it. */
+  readonly release?: ((key: string, holder: string) => Effect.Effect<void>) | undefined
   /** Several keys in one operation (Redis: one MGET), in their order; without it, readers `get` each. */
   readonly getMany?: ((keys: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Option.Option<Schema.Json>>>) | undefined
   /** Several `set`s in one operation; without it, writers `set` each. */
@@ -52,16 +56,40 @@ export interface MemoryStore extends CopyStoreShape {
 }
 
 export class CopyStore extends Context.Service<CopyStore, CopyStoreShape>()("app/rates/CopyStore") {
-  static readonly makeMemory = (options: MemoryStoreOptions = {}): MemoryStore => {
-    const store = makeMemoryStore(options)
-    return { ...metered(store), size: store.size }
-  }
+  static readonly makeMemory = (options: MemoryStoreOptions = {}): MemoryStore => metered(makeMemoryStore(options))
   static readonly layerMemory = (options?: MemoryStoreOptions) => Layer.sync(CopyStore, () => CopyStore.makeMemory(options))
 
   /** Shared through Redis (REDIS_URL), keys under `prefix`; a slow or absent Redis costs at most `timeoutMs` a call. */
   static readonly layerRedis = (options?: { readonly prefix?: string; readonly timeoutMs?: number }) =>
     Layer.effect(CopyStore, Effect.map(Effect.service(Redis.Redis), (redis) => metered(makeRedisStore(redis, options?.prefix ?? "", options?.timeoutMs ?? 250))))
 }
+
+const LEASE_POLL_MS = 250
+/** Claims of a lease the store did not answer, in a row, before it counts as away: then each instance loads alone. */
+const UNANSWERED_CLAIMS = 4
+
+/**
+ * One instance at a time runs `load` (fetch and store) for `key`, under the store's lease (`leaseMs` at most, released
+ * once the copy is stored); while another holds it, or when it stored one just before, what `adopt` finds stored is
+ * taken instead (polled). Past `leaseMs` without a copy, `load` runs here too.
+ */
+export const underLease = <A, E>(store: CopyStoreShape, key: string, leaseMs: number, adopt: Effect.Effect<A | undefined>, load: Effect.Effect<A, E>) =>
+  Effect.gen(function*() {
+    const lease = `${key}:loading`
+    const holder = crypto.randomUUID()
+    const claim = store.claim?.(lease, holder, Duration.millis(leaseMs)) ?? Effect.succeed<Claim>("taken")
+    let claimed = yield* claim
+    for (let waited = 0, unanswered = 0; claimed !== "taken"; waited += LEASE_POLL_MS) {
+      // A claim not answered in time (a slow store, a busy process) is asked again; the lease may be ours already.
+      if (claimed === "no answer") unanswered++
+      if (waited >= leaseMs || unanswered >= UNANSWERED_CLAIMS) return yield* load
+      yield* Effect.sleep(Duration.millis(LEASE_POLL_MS))
+      const adopted = yield* adopt
+      if (adopted !== undefined) return adopted
+      if (claimed === "no answer") claimed = yield* claim
+    }
+    return yield* Effect.ensuring(Effect.flatMap(adopt, (stored) => stored !== undefined ? Effect.succeed(stored) : load), store.release?.(lease, holder) ?? Effect.void)
+  })
 
 /** Kind of entry for metrics, a closed set: `rates:v2:chart:bitcoin:usd` → `chart`. */
 const kindOf = (key: string) => key.split(":")[2] ?? "other"
@@ -78,24 +106,19 @@ const kindFor = (key: string) => {
   return kind
 }
 
-const metered = (
-  store: CopyStoreShape & { readonly getMany: NonNullable<CopyStoreShape["getMany"]>; readonly setMany: NonNullable<CopyStoreShape["setMany"]> }
-): CopyStoreShape => ({
-  get: (key) =>
+/** `store` with its reads counted as cache hits or misses (metrics). */
+const metered = <S extends CopyStoreShape & { readonly getMany: NonNullable<CopyStoreShape["getMany"]> }>(store: S): S => ({
+  ...store,
+  get: (key: string) =>
     Effect.map(store.get(key), (found) => {
       recordCacheLookup(kindFor(key), Option.isSome(found))
       return found
     }),
-  getMany: (keys) =>
+  getMany: (keys: ReadonlyArray<string>) =>
     Effect.map(store.getMany(keys), (found) => {
       for (let i = 0; i < keys.length; i++) recordCacheLookup(kindFor(keys[i]!), Option.isSome(found[i]!))
       return found
-    }),
-  set: store.set,
-  setMany: store.setMany,
-  shared: store.shared,
-  claim: store.claim,
-  release: store.release
+    })
 })
 
 const frozenCopy = (text: string): Schema.Json => deepFreeze(JSON.parse(text) as Schema.Json)
@@ -157,6 +180,7 @@ const makeMemoryStore = (options: MemoryStoreOptions) => {
 /** Entries whose last read text is remembered by the Redis store, with the value parsed from it. */
 const REDIS_PARSED_CAPACITY = 1_000
 const makeRedisStore = (redis: Redis.Redis["Service"], prefix: string, timeoutMs: number) => {
+  const lease = makeRedisLease(redis)
   // Key → the text last read or written and its frozen parse: unchanged text comes back as the same object.
   const parsed = new Map<string, { readonly text: string; readonly value: Schema.Json }>()
   const remember = (key: string, text: string, value: Schema.Json) => {
@@ -213,13 +237,10 @@ const makeRedisStore = (redis: Redis.Redis["Service"], prefix: string, timeoutMs
     set,
     setMany: (writes: ReadonlyArray<CopyWrite>) =>
       Effect.forEach(writes, (write) => set(write.key, write.value, write.timeToLive), { concurrency: "unbounded", discard: true }),
-    // A store that fails lets every instance load for itself: the lists' credits still bound it.
-    claim: (key: string, timeToLive: Duration.Duration) =>
-      bounded(
-        "SET NX",
-        Effect.map(redis.send<string | null>("SET", `${prefix}${key}`, "1", "NX", "PX", String(Math.ceil(Duration.toMillis(timeToLive)))), (set) => set === "OK"),
-        () => true
-      ),
-    release: (key: string) => bounded("DEL", Effect.asVoid(redis.send("DEL", `${prefix}${key}`)), () => undefined)
+    // Asked again by a holder whose first claim was answered late, the lease it took is found its own.
+    claim: (key: string, holder: string, timeToLive: Duration.Duration) =>
+      bounded("lease", Effect.map(lease.hold(`${prefix}${key}`, holder, Math.ceil(Duration.toMillis(timeToLive))), (taken): Claim => taken ? "taken" : "held"), (): Claim => "no answer"),
+    release: (key: string, holder: string) => bounded("lease release", lease.release(`${prefix}${key}`, holder), () => undefined)
   }
 }
+

@@ -113,7 +113,7 @@ describe("instances sharing a store (Redis): one load at a time with `loadLeaseM
       get: memory.get,
       set: memory.set,
       shared: true,
-      claim: (key) => Effect.sync(() => !leases.has(key) && leases.add(key) !== undefined),
+      claim: (key) => Effect.sync(() => leases.has(key) ? "held" : (leases.add(key), "taken")),
       release: (key) => Effect.sync(() => void leases.delete(key))
     })
   }

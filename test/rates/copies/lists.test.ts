@@ -31,7 +31,7 @@ const sharedStore = (options: { readonly writeMs?: number } = {}) => {
   const shape: CopyStoreShape = {
     get: (key) => Effect.sync(() => Option.map(Option.fromUndefinedOr(entries.get(key)), (json) => JSON.parse(json) as Schema.Json)),
     set: (key, value) => options.writeMs === undefined ? write(key, value) : Effect.andThen(Effect.sleep(options.writeMs), write(key, value)),
-    claim: (key) => Effect.sync(() => leases.has(key) ? false : (leases.add(key), true)),
+    claim: (key) => Effect.sync(() => leases.has(key) ? "held" : (leases.add(key), "taken")),
     release: (key) => Effect.sync(() => void leases.delete(key)),
     shared: true
   }

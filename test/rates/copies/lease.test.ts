@@ -1,0 +1,94 @@
+/**
+ * A shared load's lease over a real Redis (copies/Copies.ts `underLease`, CopyStore.ts `claim`), in real time: a claim
+ * answered after the store's bound (a busy process, a slow Redis) is not a lease held here, so an instance whose claim
+ * was late does not load what another is loading (a small plan's start-up: test/scale/rates-state.test.ts finding 4
+ * failed so in CI); a lease taken by a late answer is found its own; a Redis that answers nothing lets each load alone.
+ */
+import { NodeRedis } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Layer, Schema } from "effect"
+import { Redis } from "effect/persistence"
+import { CopyStore } from "../../../src/rates/copies/CopyStore.ts"
+import { makeHeldList } from "../../../src/rates/copies/Copies.ts"
+import { spendingUntil } from "../../../src/rates/upstream.ts"
+
+const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
+
+/** Commands sent before `until` (epoch ms) are carried out at once but answered `lateMs` late, past the store's 250 ms. */
+const stalledUntil = (until: number, lateMs = 300) =>
+  Layer.effect(Redis.Redis, Effect.map(Effect.service(Redis.Redis), (redis) => {
+    const late = <A, E>(command: Effect.Effect<A, E>) =>
+      Effect.suspend(() => Date.now() < until ? Effect.tap(command, () => Effect.sleep(Duration.millis(lateMs))) : command)
+    return Redis.Redis.of({
+      ...redis,
+      send: (command, ...args) => late(redis.send(command, ...args)),
+      eval: (script) => {
+        const run = redis.eval(script)
+        return (...params) => late(run(...params))
+      }
+    })
+  }))
+
+/** A Redis that refuses every command, as one that is down does (no offline queue). */
+const downRedis = Layer.succeed(Redis.Redis)(Redis.Redis.of({
+  send: () => Effect.fail(new Redis.RedisError({ cause: new Error("connection refused") })),
+  eval: () => () => Effect.fail(new Redis.RedisError({ cause: new Error("connection refused") })),
+  subscribe: () => Effect.die("not used"),
+  reserve: Effect.die("not used")
+}))
+
+/** One instance's list, loaded through its own store; `loadMs`: how long its source takes. */
+const instance = (prefix: string, redis: Layer.Layer<Redis.Redis, Redis.RedisError>, loadMs: number) =>
+  Effect.gen(function*() {
+    const calls = { count: 0 }
+    const context = yield* Layer.build(CopyStore.layerRedis({ prefix }).pipe(Layer.provide(redis)))
+    const list = yield* makeHeldList<ReadonlyArray<string>>({
+      name: "test list",
+      source: "coingecko",
+      key: "rates:v2:lease-test",
+      value: Schema.Array(Schema.String),
+      load: Effect.sleep(Duration.millis(loadMs)).pipe(Effect.andThen(Effect.sync(() => (calls.count++, ["usd", "eur"])))),
+      reload: { everyMs: 86_400_000, lastGoodMs: 86_400_000 },
+      retry: { firstMs: 10_000 }
+    }).pipe(Effect.provide(context))
+    yield* Effect.forkScoped(list.warm)
+    const get = list.get.pipe(spendingUntil(Date.now() + 10_000), Effect.option)
+    return { calls, get }
+  })
+
+const connection = NodeRedis.layer({ url: redisUrl })
+const prefixOf = (name: string) => `test-lease-${name}-${process.pid}-${Date.now()}:`
+
+describe("a shared load's lease over Redis", () => {
+  it.live("an instance whose claim is answered late adopts the copy another is loading instead of loading again", () =>
+    Effect.gen(function*() {
+      const prefix = prefixOf("late")
+      const first = yield* instance(prefix, connection, 1_000)
+      yield* Effect.sleep("200 millis")
+      // The second instance starts busy: for 600 ms its commands are answered late.
+      const second = yield* instance(prefix, stalledUntil(Date.now() + 600).pipe(Layer.provide(connection)), 1_000)
+      yield* Effect.sleep("2500 millis")
+      assert.deepStrictEqual(yield* second.get, yield* first.get)
+      assert.strictEqual(first.calls.count, 1)
+      assert.strictEqual(second.calls.count, 0, "one load for the instances sharing the store (a small plan's credits hold one)")
+    }).pipe(Effect.scoped))
+
+  it.live("a lease taken by a claim answered late is found its own on the next claim: loaded at once, not after the lease", () =>
+    Effect.gen(function*() {
+      const started = Date.now()
+      const only = yield* instance(prefixOf("own"), stalledUntil(Date.now() + 400).pipe(Layer.provide(connection)), 100)
+      yield* Effect.sleep("2 seconds")
+      assert.strictEqual(only.calls.count, 1)
+      assert.isTrue((yield* only.get)._tag === "Some")
+      assert.isBelow(Date.now() - started, 5_000)
+    }).pipe(Effect.scoped))
+
+  it.live("with Redis down, each instance loads alone within seconds", () =>
+    Effect.gen(function*() {
+      const one = yield* instance(prefixOf("down"), downRedis, 100)
+      const two = yield* instance(prefixOf("down"), downRedis, 100)
+      yield* Effect.sleep("3 seconds")
+      assert.deepStrictEqual([one.calls.count, two.calls.count], [1, 1])
+      assert.isTrue((yield* two.get)._tag === "Some")
+    }).pipe(Effect.scoped))
+})
