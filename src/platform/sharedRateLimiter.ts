@@ -16,6 +16,8 @@ export const consumeWithFallback = (options: {
   readonly memory: RateLimiter.RateLimiter
   /** Names the limits in the log lines. */
   readonly label: string
+  /** The limit this process keeps in memory meanwhile (default: the whole limit). */
+  readonly share?: ((limit: number) => number) | undefined
 }): Consume => {
   let degraded = false
   const storeFailure = (message: string) =>
@@ -34,7 +36,7 @@ export const consumeWithFallback = (options: {
             degraded = true
             yield* Effect.logWarning(`${options.label}: shared store failed, counting in memory`, error.message)
           }
-          return yield* options.memory.consume(consume)
+          return yield* options.memory.consume(options.share === undefined ? consume : { ...consume, limit: options.share(consume.limit) })
         }))
     )
 }

@@ -27,6 +27,7 @@ import * as HistoricalRates from "./historicalRates.ts"
 import type { DailyHistory } from "./history/DailyHistory.ts"
 import { LiveQuotes, SecondSource } from "./ports.ts"
 import type { RatesProvider } from "./RatesProvider.ts"
+import { layerGuardStoresRedis } from "./redisDown.ts"
 
 /** Coinbase's live quotes and second source, built only when configured; both share one client (one 10/s bucket) and product list. */
 const coinbaseSources = <R, L>(client: Layer.Layer<CoinbaseClient, never, R>, leadership: Layer.Layer<Leadership, never, L>) => {
@@ -71,11 +72,13 @@ export const layerOverStore: Layer.Layer<RatesProvider | MonthlyBudget, never, N
 export const layerConfigured: Layer.Layer<RatesProvider | MonthlyBudget, never, Needs> = layerOverStore.pipe(Layer.provide(memoryCopies))
 
 /** Several instances: copies, lists, budgets and breakers shared in Redis under `keyPrefix`; one holds the feed (feed/relay.ts). */
-export const layerRedisConfigured = (keyPrefix: string): Layer.Layer<RatesProvider | MonthlyBudget, never, Needs | Redis.Redis> =>
-  wired(CoinbaseClient.layerRedis(keyPrefix), LeadershipRedis.layerRedis({ prefix: keyPrefix })).pipe(
-    Layer.provide(Layer.mergeAll(CoinGeckoClient.layerRedis(keyPrefix), CopyStore.layerRedis({ prefix: `${keyPrefix}rates-cache:` }))),
+export const layerRedisConfigured = (keyPrefix: string): Layer.Layer<RatesProvider | MonthlyBudget, never, Needs | Redis.Redis> => {
+  const guards = Layer.unwrap(Effect.map(CoinGeckoConfig, (config) => layerGuardStoresRedis({ prefix: keyPrefix, workers: config.workers })))
+  return wired(CoinbaseClient.layerNoDeps.pipe(Layer.provide(guards)), LeadershipRedis.layerRedis({ prefix: keyPrefix })).pipe(
+    Layer.provide(Layer.mergeAll(CoinGeckoClient.layerNoDeps.pipe(Layer.provide(guards)), CopyStore.layerRedis({ prefix: `${keyPrefix}rates-cache:` }))),
     Layer.provideMerge(MonthlyBudget.layer)
   )
+}
 
 type ConfigError = Layer.Error<typeof CoinGeckoConfig.layer> | Layer.Error<typeof CoinbaseConfig.layer>
 const configs = Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layer)

@@ -5,7 +5,7 @@
  */
 import { Cause, Clock, Duration, Effect, Exit, Layer, Option, Schedule, type Schema, Semaphore } from "effect"
 import { type Headers, type HttpClient, type HttpClientRequest } from "effect/http"
-import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
+import { CircuitBreaker, RateLimiter } from "effect/persistence"
 import { recordUpstreamCall } from "../observability/metrics.ts"
 import { type Charge, failWithFor, type SourceError, type SourceFailureTag, type SourceName } from "./upstream.ts"
 
@@ -129,11 +129,22 @@ const makeCoolDown = (source: SourceName, detail: string) => {
   }
 }
 
-interface Guard {
-  readonly retries: number
-  readonly retryBaseDelayMs: number
-  readonly requestBudgetMs: number
+/** A source's numbers for its calls, the same fields in each source's configuration (CoinGeckoConfig.ts, CoinbaseConfig.ts). */
+export interface SourceGuardConfig {
+  /** Time allowed for one HTTP attempt (headers and body). */
   readonly attemptTimeoutMs: number
+  /** Wall-clock budget of one logical call, retries and waits for a rate token included; past it, a held copy or a failure. */
+  readonly requestBudgetMs: number
+  /** Extra attempts after a transient failure (5xx, timeout, connection reset). */
+  readonly retries: number
+  /** First backoff delay; doubles per retry, jittered. */
+  readonly retryBaseDelayMs: number
+  /** Calls in flight at once. */
+  readonly maxConcurrency: number
+  /** Consecutive failed calls that open the breaker. */
+  readonly breakerFailures: number
+  /** How long an open breaker refuses calls before letting one probe through. */
+  readonly breakerOpenMs: number
 }
 
 const PROBE_POLL_MS = 25
@@ -170,7 +181,7 @@ const countOncePerRequest = (outcome: CircuitBreaker.Outcome, charge: Charge | u
 const guardedCall = <A>(
   source: SourceName,
   breaker: CircuitBreaker.CircuitBreaker,
-  guard: Guard,
+  guard: SourceGuardConfig,
   what: string,
   attempt: Effect.Effect<A, SourceError>,
   charge?: Charge
@@ -203,12 +214,6 @@ export const layerGuardStoresMemory: Layer.Layer<RateLimiter.RateLimiter | Circu
   CircuitBreaker.layerStoreMemory()
 )
 
-/** Budgets and breakers shared by every instance through Redis (REDIS_URL); `keyPrefix` namespaces them. */
-export const layerGuardStoresRedis = (keyPrefix = ""): Layer.Layer<RateLimiter.RateLimiter | CircuitBreaker.CircuitBreakerStore, never, Redis.Redis> =>
-  Layer.mergeAll(
-    RateLimiter.layer.pipe(Layer.provide(RateLimiter.layerStoreRedis({ prefix: `${keyPrefix}ratelimiter:` }))),
-    CircuitBreaker.layerStoreRedis({ prefix: `${keyPrefix}circuitbreaker:` })
-  )
 
 /** What an attempt pays (CoinGecko's credits), taken before it is sent and given back when the source did not bill it. */
 type Held = { readonly giveBack: (count: number) => Effect.Effect<void> }
@@ -219,7 +224,7 @@ export interface SourceCallerOptions {
   readonly http: HttpClient.HttpClient
   readonly reading: Reading
   /** The source's numbers: retries and time budgets, concurrency, and when its breaker opens and for how long. */
-  readonly config: Guard & { readonly maxConcurrency: number; readonly breakerFailures: number; readonly breakerOpenMs: number }
+  readonly config: SourceGuardConfig
   /** What a caller is told while a 429's cool-down lasts. */
   readonly coolDownDetail: string
   /** Waited for inside the permit, before each exchange (Coinbase's 10-a-second bucket): no burst past it. */

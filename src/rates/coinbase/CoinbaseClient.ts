@@ -11,7 +11,8 @@ import { HttpClient, HttpClientRequest } from "effect/http"
 import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
 import { startOfDay } from "../dailySeries.ts"
 import { failWithFor, type SourceError } from "../upstream.ts"
-import { layerGuardStoresMemory, layerGuardStoresRedis, makeSourceCaller, type RawResponse } from "../upstreamCall.ts"
+import { layerGuardStoresRedis } from "../redisDown.ts"
+import { layerGuardStoresMemory, makeSourceCaller, type RawResponse } from "../upstreamCall.ts"
 import { coinbaseNow, DAILY_GRANULARITY_S, type DailyClose, dailyCloses, dayWindows } from "./candles.ts"
 import { CoinbaseConfig } from "./CoinbaseConfig.ts"
 import { type CoinbaseProduct, decodeCandles, decodeProducts, decodeStats, decodeTicker, errorMessage, type Stats, type Ticker } from "./responses.ts"
@@ -50,8 +51,8 @@ export class CoinbaseClient extends Context.Service<CoinbaseClient, CoinbaseClie
   )
 
   /** Several instances (REDIS_URL): bucket and breaker shared through Redis under `keyPrefix`, one limit for all. */
-  static readonly layerRedis = (keyPrefix: string): Layer.Layer<CoinbaseClient, never, HttpClient.HttpClient | CoinbaseConfig | Redis.Redis> =>
-    CoinbaseClient.layerNoDeps.pipe(Layer.provide(layerGuardStoresRedis(keyPrefix)))
+  static readonly layerRedis = (keyPrefix: string, workers = 1): Layer.Layer<CoinbaseClient, never, HttpClient.HttpClient | CoinbaseConfig | Redis.Redis> =>
+    CoinbaseClient.layerNoDeps.pipe(Layer.provide(layerGuardStoresRedis({ prefix: keyPrefix, workers })))
 }
 
 const BUCKET_KEY = "coinbase:calls"
@@ -70,15 +71,10 @@ const makeCoinbaseClient = Effect.gen(function*() {
   // Coinbase sends no Retry-After; its window is a second.
   const reading = { source: "coinbase" as const, errorMessage, keyed: false, rateLimitedSeconds: () => config.rateLimitedCoolDownSeconds }
 
-  /** Waits for a token of the bucket; a store that fails (Redis) is not a reason to refuse the call. */
-  const token = RateLimiter.sleep(limiter, {
-    key: BUCKET_KEY,
-    algorithm: "token-bucket",
-    window: Duration.seconds(1),
-    limit: config.callsPerSecond
-  }).pipe(
+  /** Waits for a token of the bucket (while Redis fails, of this process's share: redisDown.ts), which never refuses. */
+  const token = RateLimiter.sleep(limiter, { key: BUCKET_KEY, algorithm: "token-bucket", window: Duration.seconds(1), limit: config.callsPerSecond }).pipe(
     Effect.asVoid,
-    Effect.catchTag("RateLimiterError", (error) => Effect.logWarning("rates: Coinbase rate bucket unavailable; calling without it", error.reason.message))
+    Effect.orDie
   )
 
   const requestFor = (path: string, params: Record<string, string>) =>

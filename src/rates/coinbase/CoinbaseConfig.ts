@@ -5,6 +5,8 @@
 import { Config, Context, Effect, Layer, Result } from "effect"
 import type { ConfigInvalid } from "../../config/ConfigInvalid.ts"
 import { httpUrl, oneOf, parsed, readAll } from "../../config/read.ts"
+import type { SourceGuardConfig } from "../upstreamCall.ts"
+import type { LiveFeedOptions } from "./feed/relay.ts"
 
 const COINBASE_EXCHANGE_BASE_URL = "https://api.exchange.coinbase.com"
 const COINBASE_EXCHANGE_FEED_URL = "wss://ws-feed.exchange.coinbase.com"
@@ -17,7 +19,8 @@ const feedUrl = parsed("COINBASE_WS_URL", "an absolute ws(s) URL or none", (raw)
 const RatesFallbacks = ["coinbase", "none"] as const
 type RatesFallback = (typeof RatesFallbacks)[number]
 
-export interface CoinbaseConfigShape {
+/** Its guards (`SourceGuardConfig`), and: */
+export interface CoinbaseConfigShape extends SourceGuardConfig {
   /** Coinbase Exchange REST root, no trailing slash. */
   readonly baseUrl: string
   /** `coinbase`: majors are answered from Coinbase when CoinGecko cannot; `none`: never asked. */
@@ -46,21 +49,8 @@ export interface CoinbaseConfigShape {
   readonly restQuoteMs: number
   /** The most a request waits for REST tickers: past it, CoinGecko prices those coins (the call lands for the next). */
   readonly restQuoteWaitMs: number
-  /** Time allowed for one HTTP attempt (headers and body). */
-  readonly attemptTimeoutMs: number
-  /** Wall-clock budget of one logical call, retries and waits for a rate token included. */
-  readonly requestBudgetMs: number
-  /** Extra attempts after a transient failure (5xx, timeout, connection reset). */
-  readonly retries: number
-  /** First backoff delay; doubles per retry, jittered. */
-  readonly retryBaseDelayMs: number
-  readonly maxConcurrency: number
   /** Calls a second: Coinbase allows 10 per address (bursts to 15); our bucket never bursts past this. */
   readonly callsPerSecond: number
-  /** Consecutive failed calls that open the breaker. */
-  readonly breakerFailures: number
-  /** How long an open breaker refuses calls before letting one probe through. */
-  readonly breakerOpenMs: number
   /** How long nobody calls after a 429 (Coinbase sends no Retry-After; its window is a second). */
   readonly rateLimitedCoolDownSeconds: number
   /** How often the product list is reloaded; Coinbase lists and delists pairs rarely. */
@@ -68,6 +58,18 @@ export interface CoinbaseConfigShape {
   /** First wait after the product list failed to load; doubles up to an hour. */
   readonly productsRetryMs: number
 }
+
+/** The feed's settings, as its connection and relay take them (feed/connection.ts, feed/relay.ts). */
+export const feedOptionsOf = (config: CoinbaseConfigShape, url: string): LiveFeedOptions => ({
+  url,
+  silenceMs: config.feedSilenceMs,
+  openTimeoutMs: config.feedOpenTimeoutMs,
+  firstRetryMs: config.feedFirstRetryMs,
+  maxRetryMs: config.feedMaxRetryMs,
+  stableMs: config.feedStableMs,
+  batchMs: config.feedBatchMs,
+  announceMs: config.feedAnnounceMs
+})
 
 const coinbaseDefaults: Omit<CoinbaseConfigShape, "baseUrl" | "fallback" | "feedUrl"> = {
   pairSilenceMs: 30_000,

@@ -13,9 +13,9 @@
  */
 import { Clock, Context, Duration, Effect, Layer, Redacted, Result } from "effect"
 import { Headers, HttpClient, HttpClientRequest, Url } from "effect/http"
-import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
+import { CircuitBreaker, RateLimiter } from "effect/persistence"
 import { type SourceError, Spend } from "../upstream.ts"
-import { billed, type Decoder, type Exchange, layerGuardStoresMemory, layerGuardStoresRedis, makeSourceCaller, newExchange, type RawResponse } from "../upstreamCall.ts"
+import { billed, type Decoder, type Exchange, layerGuardStoresMemory, makeSourceCaller, newExchange, type RawResponse } from "../upstreamCall.ts"
 import { CoinGeckoConfig } from "./CoinGeckoConfig.ts"
 import { makeBudget, MonthlyBudget } from "./credits/MonthlyBudget.ts"
 import {
@@ -58,10 +58,6 @@ export class CoinGeckoClient extends Context.Service<CoinGeckoClient, CoinGeckoC
   /** One instance: budget and breaker in memory. */
   static readonly layer: Layer.Layer<CoinGeckoClient, never, HttpClient.HttpClient | CoinGeckoConfig | MonthlyBudget> = CoinGeckoClient.layerNoDeps
     .pipe(Layer.provide(layerGuardStoresMemory))
-
-  /** Several instances: budget and breaker shared through Redis, under `keyPrefix`. */
-  static readonly layerRedis = (keyPrefix: string): Layer.Layer<CoinGeckoClient, never, HttpClient.HttpClient | CoinGeckoConfig | MonthlyBudget | Redis.Redis> =>
-    CoinGeckoClient.layerNoDeps.pipe(Layer.provide(layerGuardStoresRedis(keyPrefix)))
 }
 
 const CHANGE_WINDOWS = "24h,7d,30d"
@@ -86,8 +82,7 @@ const makeCoinGeckoClient = Effect.gen(function*() {
   const config = yield* CoinGeckoConfig
   const http = yield* HttpClient.HttpClient
   const month = yield* MonthlyBudget
-  const ownLimiter = yield* RateLimiter.make.pipe(Effect.provide(RateLimiter.layerStoreMemory))
-  const budget = makeBudget(config, yield* RateLimiter.RateLimiter, ownLimiter, month)
+  const budget = makeBudget(config, yield* RateLimiter.RateLimiter, month)
 
   const reading = {
     source: "coingecko" as const,

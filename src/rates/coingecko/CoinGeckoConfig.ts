@@ -2,26 +2,18 @@
 import { Config, Context, Effect, Layer, Option, type Redacted } from "effect"
 import type { ConfigInvalid } from "../../config/ConfigInvalid.ts"
 import { httpUrl, int, oneOf, optional, readAll, required, secret } from "../../config/read.ts"
+import type { SourceGuardConfig } from "../upstreamCall.ts"
 
 const COINGECKO_DEMO_BASE_URL = "https://api.coingecko.com/api/v3"
 const COINGECKO_PRO_BASE_URL = "https://pro-api.coingecko.com/api/v3"
 
-export interface CoinGeckoConfigShape {
+/** Its guards (`SourceGuardConfig`; the request budget is the use case's too), and: */
+export interface CoinGeckoConfigShape extends SourceGuardConfig {
   /** CoinGecko-compatible API root, no trailing slash. */
   readonly baseUrl: string
   readonly apiKey: Redacted.Redacted<string> | undefined
   /** Decides the key header: `x-cg-demo-api-key` or `x-cg-pro-api-key`. */
   readonly apiPlan: "demo" | "pro"
-  /** Time allowed for one upstream HTTP attempt (headers and body). */
-  readonly attemptTimeoutMs: number
-  /** Wall-clock budget for one `historical` call, retries included; past it we answer from cache or fail. */
-  readonly requestBudgetMs: number
-  /** Extra attempts after a transient failure (5xx, timeout, connection reset). */
-  readonly retries: number
-  /** First backoff delay; doubles per retry. */
-  readonly retryBaseDelayMs: number
-  /** Upstream calls in flight at once. */
-  readonly maxConcurrency: number
   /** The plan's credits a month: Demo 10,000, Basic 100,000; spent at an even pace (credits/monthlyCredits.ts). */
   readonly callsPerMonth: number
   /** Upstream calls per minute (token bucket); the demo plan allows about 30. */
@@ -30,10 +22,6 @@ export interface CoinGeckoConfigShape {
   readonly callerCallsPerMinute: number
   /** Of those, what cold fetches never take, kept for refreshes and the lists (COINGECKO_REFRESH_RESERVE_PCT, 20 %). */
   readonly refreshReservePerMinute: number
-  /** Consecutive upstream failures that open the circuit. */
-  readonly breakerFailures: number
-  /** How long an open circuit refuses calls before letting one probe through. */
-  readonly breakerOpenMs: number
   /** Retry-After to report when the upstream rate-limits us without saying for how long. */
   readonly defaultRetryAfterSeconds: number
   /** Freshness of latest prices and % changes. */

@@ -10,6 +10,7 @@ import { makeBoundedLru } from "../../platform/boundedLru.ts"
 import { Redis } from "effect/persistence"
 import { deepFreeze } from "../../platform/deepFreeze.ts"
 import { makeRedisLease } from "../../platform/redisLease.ts"
+import { UNANSWERED_CLAIMS_ALONE, whenStoreFails } from "../redisDown.ts"
 
 /** A lease asked for: the store's answer, or none in time (a slow store is not a lease held elsewhere). */
 export type Claim = "taken" | "held" | "no answer"
@@ -59,14 +60,12 @@ export class CopyStore extends Context.Service<CopyStore, CopyStoreShape>()("app
   static readonly makeMemory = (options: MemoryStoreOptions = {}): MemoryStore => metered(makeMemoryStore(options))
   static readonly layerMemory = (options?: MemoryStoreOptions) => Layer.sync(CopyStore, () => CopyStore.makeMemory(options))
 
-  /** Shared through Redis (REDIS_URL), keys under `prefix`; a slow or absent Redis costs at most `timeoutMs` a call. */
-  static readonly layerRedis = (options?: { readonly prefix?: string; readonly timeoutMs?: number }) =>
-    Layer.effect(CopyStore, Effect.map(Effect.service(Redis.Redis), (redis) => metered(makeRedisStore(redis, options?.prefix ?? "", options?.timeoutMs ?? 250))))
+  /** Shared through Redis (REDIS_URL), keys under `prefix`; when Redis is slow or down, as redisDown.ts says. */
+  static readonly layerRedis = (options?: { readonly prefix?: string }) =>
+    Layer.effect(CopyStore, Effect.map(Effect.service(Redis.Redis), (redis) => metered(makeRedisStore(redis, options?.prefix ?? ""))))
 }
 
 const LEASE_POLL_MS = 250
-/** Claims of a lease the store did not answer, in a row, before it counts as away: then each instance loads alone. */
-const UNANSWERED_CLAIMS = 4
 
 /**
  * One instance at a time runs `load` (fetch and store) for `key`, under the store's lease (`leaseMs` at most, released
@@ -82,7 +81,7 @@ export const underLease = <A, E>(store: CopyStoreShape, key: string, leaseMs: nu
     for (let waited = 0, unanswered = 0; claimed !== "taken"; waited += LEASE_POLL_MS) {
       // A claim not answered in time (a slow store, a busy process) is asked again; the lease may be ours already.
       if (claimed === "no answer") unanswered++
-      if (waited >= leaseMs || unanswered >= UNANSWERED_CLAIMS) return yield* load
+      if (waited >= leaseMs || unanswered >= UNANSWERED_CLAIMS_ALONE) return yield* load
       yield* Effect.sleep(Duration.millis(LEASE_POLL_MS))
       const adopted = yield* adopt
       if (adopted !== undefined) return adopted
@@ -179,7 +178,7 @@ const makeMemoryStore = (options: MemoryStoreOptions) => {
 
 /** Entries whose last read text is remembered by the Redis store, with the value parsed from it. */
 const REDIS_PARSED_CAPACITY = 1_000
-const makeRedisStore = (redis: Redis.Redis["Service"], prefix: string, timeoutMs: number) => {
+const makeRedisStore = (redis: Redis.Redis["Service"], prefix: string) => {
   const lease = makeRedisLease(redis)
   // Key → the text last read or written and its frozen parse: unchanged text comes back as the same object.
   const parsed = new Map<string, { readonly text: string; readonly value: Schema.Json }>()
@@ -203,11 +202,6 @@ const makeRedisStore = (redis: Redis.Redis["Service"], prefix: string, timeoutMs
       return Option.none() // not ours or corrupted: a miss, and the next write replaces it
     }
   }
-  const bounded = <A>(what: string, effect: Effect.Effect<A, Redis.RedisError>, fallback: () => A) =>
-    effect.pipe(
-      Effect.timeoutOrElse({ duration: Duration.millis(timeoutMs), orElse: () => Effect.fail(`no answer within ${timeoutMs} ms`) }),
-      Effect.catch((error) => Effect.as(Effect.logWarning(`rates cache: Redis ${what} failed; carrying on without it`, String(error)), undefined).pipe(Effect.map(fallback)))
-    )
   const found = (key: string, text: unknown): Option.Option<Schema.Json> => {
     if (typeof text !== "string") {
       parsed.delete(key)
@@ -223,13 +217,13 @@ const makeRedisStore = (redis: Redis.Redis["Service"], prefix: string, timeoutMs
     const text = JSON.stringify(value)
     // Kept here too, so that what this process fetched serves it while Redis is away.
     remember(key, text, frozenCopy(text))
-    return bounded("SET", Effect.asVoid(redis.send("SET", `${prefix}${key}`, text, "PX", String(ttl))), () => undefined)
+    return whenStoreFails("SET", Effect.asVoid(redis.send("SET", `${prefix}${key}`, text, "PX", String(ttl))), () => undefined)
   }
   return {
     shared: true,
-    get: (key: string) => bounded("GET", Effect.map(redis.send<string | null>("GET", `${prefix}${key}`), (text) => found(key, text)), () => lastSeen(key)),
+    get: (key: string) => whenStoreFails("GET", Effect.map(redis.send<string | null>("GET", `${prefix}${key}`), (text) => found(key, text)), () => lastSeen(key)),
     getMany: (keys: ReadonlyArray<string>) =>
-      keys.length === 0 ? Effect.succeed([]) : bounded(
+      keys.length === 0 ? Effect.succeed([]) : whenStoreFails(
         "MGET",
         Effect.map(redis.send<ReadonlyArray<string | null>>("MGET", ...keys.map((key) => `${prefix}${key}`)), (texts) => keys.map((key, i) => found(key, texts[i]))),
         () => keys.map(lastSeen)
@@ -239,8 +233,8 @@ const makeRedisStore = (redis: Redis.Redis["Service"], prefix: string, timeoutMs
       Effect.forEach(writes, (write) => set(write.key, write.value, write.timeToLive), { concurrency: "unbounded", discard: true }),
     // Asked again by a holder whose first claim was answered late, the lease it took is found its own.
     claim: (key: string, holder: string, timeToLive: Duration.Duration) =>
-      bounded("lease", Effect.map(lease.hold(`${prefix}${key}`, holder, Math.ceil(Duration.toMillis(timeToLive))), (taken): Claim => taken ? "taken" : "held"), (): Claim => "no answer"),
-    release: (key: string, holder: string) => bounded("lease release", lease.release(`${prefix}${key}`, holder), () => undefined)
+      whenStoreFails("lease", Effect.map(lease.hold(`${prefix}${key}`, holder, Math.ceil(Duration.toMillis(timeToLive))), (taken): Claim => taken ? "taken" : "held"), (): Claim => "no answer"),
+    release: (key: string, holder: string) => whenStoreFails("lease release", lease.release(`${prefix}${key}`, holder), () => undefined)
   }
 }
 

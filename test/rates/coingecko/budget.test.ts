@@ -13,15 +13,16 @@ import { CoinGeckoConfig } from "../../../src/rates/coingecko/CoinGeckoConfig.ts
 import { Charge, spendingUntil } from "../../../src/rates/upstream.ts"
 import { layerGuardStoresMemory } from "../../../src/rates/upstreamCall.ts"
 import { MonthlyBudget } from "../../../src/rates/coingecko/credits/MonthlyBudget.ts"
+import { limiterOrShare } from "../../../src/rates/redisDown.ts"
 
-/** A budget store (Redis) that does not answer: every bucket fails with a store error. */
+/** A budget store (Redis) that does not answer: every bucket fails with a store error; on a host of four workers. */
 const storeDown = Layer.mergeAll(
-  Layer.succeed(RateLimiter.RateLimiter)({
+  Layer.effect(RateLimiter.RateLimiter, limiterOrShare({
     [RateLimiter.TypeId]: RateLimiter.TypeId,
     consume: () => Effect.fail(new RateLimiter.RateLimiterError({ reason: new RateLimiter.RateLimitStoreError({ message: "connection refused" }) })),
     adaptiveConsume: () => Effect.die("unused"),
     adaptiveFeedback: () => Effect.die("unused")
-  }),
+  }, 4)),
   CircuitBreaker.layerStoreMemory()
 )
 

@@ -102,6 +102,6 @@ describe("CopyStore.layerRedis while Redis is away", () => {
       assert.isTrue(Option.isNone(yield* store.get("never")))
       redis.setDown(false)
       assert.isTrue(Option.isNone(yield* store.get("written")), "Redis back: Redis' answer again (the write was lost with it)")
-    }).pipe(Effect.provide(CopyStore.layerRedis({ timeoutMs: 50 }).pipe(Layer.provide(redis.layer))))
+    }).pipe(Effect.provide(CopyStore.layerRedis().pipe(Layer.provide(redis.layer))))
   })
 })

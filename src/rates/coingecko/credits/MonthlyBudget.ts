@@ -216,31 +216,14 @@ export interface Budget {
   readonly listCredits: (calls: number) => Effect.Effect<HeldCredits, SourceError>
 }
 
-/** `limiter` keeps the buckets (memory or Redis); `ownLimiter`, in memory, this process's share while it fails. */
-export const makeBudget = (
-  config: CoinGeckoConfigShape,
-  limiter: RateLimiter.RateLimiter,
-  ownLimiter: RateLimiter.RateLimiter,
-  month: MonthlyBudget["Service"]
-): Budget => {
-  let storeFailing = false
-  const exceeded = (spent: string) => (error: RateLimiter.RateLimiterError) =>
-    error.reason._tag === "RateLimitExceeded" ? fail("RateLimited", spent, Math.ceil(Duration.toSeconds(error.reason.retryAfter))) : Effect.die(error)
-  const bucket = (key: string, limit: number, spent: string) => {
-    const own = ownLimiter.consume({ key, algorithm: "token-bucket", onExceeded: "fail", limit: Math.max(1, Math.floor(limit / config.workers)), window: "1 minute" })
-    return limiter.consume({ key, algorithm: "token-bucket", onExceeded: "fail", limit, window: "1 minute" }).pipe(
-      Effect.tap(() => Effect.sync(() => void (storeFailing = false))),
+/** `limiter` keeps the buckets: in memory, or in Redis and this process's share while it fails (rates/redisDown.ts). */
+export const makeBudget = (config: CoinGeckoConfigShape, limiter: RateLimiter.RateLimiter, month: MonthlyBudget["Service"]): Budget => {
+  const bucket = (key: string, limit: number, spent: string) =>
+    limiter.consume({ key, algorithm: "token-bucket", onExceeded: "fail", limit, window: "1 minute" }).pipe(
       Effect.catchTag("RateLimiterError", (error) =>
-        error.reason._tag === "RateLimitExceeded"
-          ? exceeded(spent)(error)
-          // The limiter's store is down (Redis): this process's share of the bucket, never no bucket.
-          : Effect.andThen(
-            storeFailing ? Effect.void : Effect.logWarning("rates: upstream budget store unavailable; this process's share of it meanwhile", error.reason.message),
-            Effect.andThen(Effect.sync(() => void (storeFailing = true)), Effect.catchTag(own, "RateLimiterError", exceeded(spent)))
-          )),
+        error.reason._tag === "RateLimitExceeded" ? fail("RateLimited", spent, Math.ceil(Duration.toSeconds(error.reason.retryAfter))) : Effect.die(error)),
       Effect.asVoid
     )
-  }
   const coldLimit = Math.max(1, config.callsPerMinute - config.refreshReservePerMinute)
   const whole = bucket("coingecko:calls", config.callsPerMinute, `our upstream budget of ${config.callsPerMinute} calls/min is spent`)
   const cold = bucket("coingecko:cold", coldLimit, `the budget for new data (${coldLimit} calls/min) is spent`)

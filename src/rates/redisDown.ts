@@ -1,0 +1,49 @@
+/**
+ * What happens when Redis is down (CONTRACT C2), for everything the rates capability shares through it: this process
+ * carries it on alone, never without its bound, and the service keeps answering. A Redis call not answered within
+ * `STORE_BOUND_MS` counts as failed, for that call only (Redis is asked again on the next).
+ *   - Held copies (copies/CopyStore.ts, through `whenStoreFails`): a read is what this process last read or wrote of
+ *     the key; a write is kept here only; a shared load's lease not answered is asked again, and after four such
+ *     claims in a row each instance loads alone (CopyStore.ts `underLease`).
+ *   - The minute's buckets (CoinGecko's calls a minute, Coinbase's 10 a second: `layerGuardStoresRedis`): this
+ *     process's share of each limit (`processShare`, the limit over WEB_CONCURRENCY), counted in memory.
+ *   - The breakers (`layerGuardStoresRedis`): Effect's CircuitBreaker admits the calls its store cannot record.
+ *   - CoinGecko's month of credits (coingecko/credits/MonthlyBudget.ts): this process's own ledger, empty at first,
+ *     filling at its share of the month's pace (monthlyCredits.ts `shareOf`), added to the shared one afterwards.
+ *   - Coinbase's feed (src/platform/leadership/redis.ts): each instance holds a connection of its own.
+ */
+import { Duration, Effect, Layer } from "effect"
+import { CircuitBreaker, RateLimiter } from "effect/persistence"
+import { consumeWithFallback } from "../platform/sharedRateLimiter.ts"
+
+export const STORE_BOUND_MS = 250
+/** Claims of a shared load's lease not answered, in a row, after which this instance loads alone. */
+export const UNANSWERED_CLAIMS_ALONE = 4
+
+/** `effect`, a Redis call, within the bound; else (failed or late) `fallback`'s answer, logged. */
+export const whenStoreFails = <A, E>(what: string, effect: Effect.Effect<A, E>, fallback: () => A): Effect.Effect<A> =>
+  effect.pipe(
+    Effect.timeoutOrElse({ duration: Duration.millis(STORE_BOUND_MS), orElse: () => Effect.fail(`no answer within ${STORE_BOUND_MS} ms`) }),
+    Effect.catch((error) => Effect.as(Effect.logWarning(`rates cache: Redis ${what} failed; carrying on without it`, String(error)), undefined).pipe(Effect.map(fallback)))
+  )
+
+/** One process's share of a limit the instances share: `limit` over the host's `workers`, at least 1. */
+export const processShare = (limit: number, workers: number) => Math.max(1, Math.floor(limit / workers))
+
+/** A limiter over `shared` that counts this process's share of each limit in memory while `shared` fails. */
+export const limiterOrShare = (shared: RateLimiter.RateLimiter, workers: number): Effect.Effect<RateLimiter.RateLimiter> =>
+  Effect.map(RateLimiter.make.pipe(Effect.provide(RateLimiter.layerStoreMemory)), (memory) => ({
+    ...shared,
+    consume: consumeWithFallback({ shared, memory, label: "rates: upstream budget", share: (limit) => processShare(limit, workers) })
+  }))
+
+/** The sources' buckets and breakers shared by every instance through Redis, under `prefix`, as above when it fails. */
+export const layerGuardStoresRedis = (options: { readonly prefix: string; readonly workers: number }) =>
+  Layer.mergeAll(
+    Layer.effect(
+      RateLimiter.RateLimiter,
+      Effect.flatMap(RateLimiter.make.pipe(Effect.provide(RateLimiter.layerStoreRedis({ prefix: `${options.prefix}ratelimiter:` }))), (shared) =>
+        limiterOrShare(shared, options.workers))
+    ),
+    CircuitBreaker.layerStoreRedis({ prefix: `${options.prefix}circuitbreaker:` })
+  )
