@@ -9,6 +9,7 @@ import { afterAll, assert, beforeAll, beforeEach, describe, it } from "@effect/v
 import { randomUUID } from "node:crypto"
 import * as NodeRedis from "@effect/platform-node/NodeRedis"
 import { Context, Effect, Layer, Logger } from "effect"
+import { Redis } from "effect/persistence"
 import { CoinbaseClient } from "../../../src/rates/coinbase/CoinbaseClient.ts"
 import type { SourceError } from "../../../src/rates/upstream.ts"
 import { CoinbaseConfig } from "../../../src/rates/coinbase/CoinbaseConfig.ts"
@@ -281,6 +282,34 @@ describe("Coinbase's public limit across instances (REDIS_URL)", () => {
       assert.strictEqual(result._tag, "Success", result._tag === "Failure" ? result.failure.message : "")
       assert.deepStrictEqual(emulator.stats().byStatus, { "200": 40 })
       // One bucket of 10 for both, then one every 100 ms; two buckets would take half as long.
+      assert.isAtLeast(elapsedMs, 2_800)
+    }).pipe(Effect.scoped))
+
+  it.live("with Redis down, each of two workers on one host keeps its share of the bucket (5 a second): no 429, never called without it", () =>
+    Effect.gen(function*() {
+      const refused = () => new Redis.RedisError({ cause: new Error("connection refused") })
+      const down = Layer.succeed(Redis.Redis)(Redis.Redis.of({
+        send: () => Effect.fail(refused()),
+        eval: () => () => Effect.fail(refused()),
+        subscribe: () => Effect.die("not used"),
+        reserve: Effect.die("not used")
+      }))
+      const worker = Layer.build(CoinbaseClient.layerRedis("down:", 2).pipe(
+        Layer.provide(CoinbaseConfig.layerWith({}).pipe(Layer.provide(configFrom({ COINBASE_BASE_URL: emulator.url })))),
+        Layer.provide(Layer.merge(upstreamHttp, down))
+      ))
+      const [a, b] = yield* Effect.all([worker, worker])
+      const clients = [Context.get(a!, CoinbaseClient), Context.get(b!, CoinbaseClient)]
+      yield* Effect.sleep("1500 millis") // the address's burst of 15 back in full
+      emulator.resetStats()
+      const { elapsedMs, result } = yield* timed(Effect.forEach(
+        fortyProducts,
+        (id, i) => clients[i % 2]!.dailyCandles(id, TODAY - 29 * DAY_MS, TODAY),
+        { concurrency: "unbounded" }
+      ))
+      assert.strictEqual(result._tag, "Success", result._tag === "Failure" ? result.failure.message : "")
+      assert.deepStrictEqual(emulator.stats().byStatus, { "200": 40 })
+      // Two buckets of 5: 5 each at once, then one each every 200 ms.
       assert.isAtLeast(elapsedMs, 2_800)
     }).pipe(Effect.scoped))
 })
