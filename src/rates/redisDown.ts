@@ -16,7 +16,7 @@ import { Duration, Effect, Layer } from "effect"
 import { CircuitBreaker, RateLimiter } from "effect/persistence"
 import { consumeWithFallback } from "../platform/sharedRateLimiter.ts"
 
-export const STORE_BOUND_MS = 250
+const STORE_BOUND_MS = 250
 /** Claims of a shared load's lease not answered, in a row, after which this instance loads alone. */
 export const UNANSWERED_CLAIMS_ALONE = 4
 
@@ -28,7 +28,7 @@ export const whenStoreFails = <A, E>(what: string, effect: Effect.Effect<A, E>, 
   )
 
 /** One process's share of a limit the instances share: `limit` over the host's `workers`, at least 1. */
-export const processShare = (limit: number, workers: number) => Math.max(1, Math.floor(limit / workers))
+const processShare = (limit: number, workers: number) => Math.max(1, Math.floor(limit / workers))
 
 /** A limiter over `shared` that counts this process's share of each limit in memory while `shared` fails. */
 export const limiterOrShare = (shared: RateLimiter.RateLimiter, workers: number): Effect.Effect<RateLimiter.RateLimiter> =>

@@ -62,19 +62,17 @@ export const toRatesError = (error: SourceError): RatesUpstreamError | RatesUnav
     ? new RatesUnavailableError({ reason: error.message, retryAfterSeconds: Math.max(1, error.retryAfterSeconds) })
     : new RatesUpstreamError({ reason: error.message })
 
-/** Who pays for a call (C4 "Under abuse and faults"): a request (its caller's share) or the background; mutable: one request, one breaker failure. */
+/** Who pays for a call (C4 "Under abuse and faults"): a request (its caller's share), one object each, or the background. */
 export type Charge =
   | {
     readonly _tag: "Request"
     /** `RatesQuery.caller`; undefined: a cold fetch charged to no one's share (internal callers, tests). */
     readonly caller: string | undefined
-    /** Set when one of this request's calls has counted a failure in the breaker. */
-    failureCounted: boolean
   }
   | { readonly _tag: "Background" }
 
 export const Charge = {
-  request: (caller: string | undefined): Charge => ({ _tag: "Request", caller, failureCounted: false }),
+  request: (caller: string | undefined): Charge => ({ _tag: "Request", caller }),
   background: { _tag: "Background" } as Charge
 }
 

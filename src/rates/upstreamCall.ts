@@ -166,12 +166,13 @@ const breakerOutcome = (exit: Exit.Exit<unknown, SourceError>): CircuitBreaker.O
   }
 }
 
-/** A failure counts once per request: a request whose calls all fail for one reason is one failure, not one per coin. */
-const countOncePerRequest = (outcome: CircuitBreaker.Outcome, charge: Charge | undefined): CircuitBreaker.Outcome => {
-  if (outcome._tag !== "Failure" || charge === undefined || charge._tag === "Background") return outcome
-  if (charge.failureCounted) return CircuitBreaker.ignored
-  charge.failureCounted = true
-  return outcome
+/** A failure counts once per request (its `Charge` object) in a breaker: a request whose calls all fail is one failure, not one per coin. */
+const countOncePerRequest = () => {
+  const counted = new WeakSet<Charge>()
+  return (outcome: CircuitBreaker.Outcome, charge: Charge | undefined): CircuitBreaker.Outcome => {
+    if (outcome._tag !== "Failure" || charge === undefined || charge._tag === "Background") return outcome
+    return counted.has(charge) ? CircuitBreaker.ignored : (counted.add(charge), outcome)
+  }
 }
 
 /**
@@ -184,7 +185,7 @@ const guardedCall = <A>(
   guard: SourceGuardConfig,
   what: string,
   attempt: Effect.Effect<A, SourceError>,
-  charge?: Charge
+  classify: (exit: Exit.Exit<unknown, SourceError>) => CircuitBreaker.Outcome
 ): Effect.Effect<A, SourceError> =>
   attempt.pipe(
     Effect.retry({
@@ -196,7 +197,7 @@ const guardedCall = <A>(
       duration: Duration.millis(guard.requestBudgetMs),
       orElse: () => fail(source, "Transient", `${what}: gave up after ${guard.requestBudgetMs} ms`)
     }),
-    (logical) => breaker.execute(logical, { key: source, classify: (exit) => countOncePerRequest(breakerOutcome(exit), charge) }),
+    (logical) => breaker.execute(logical, { key: source, classify }),
     Effect.retry({
       schedule: Schedule.spaced(Duration.millis(PROBE_POLL_MS)),
       times: Math.ceil(guard.attemptTimeoutMs / PROBE_POLL_MS),
@@ -241,6 +242,7 @@ export const makeSourceCaller = (options: SourceCallerOptions) =>
       openDuration: Duration.millis(config.breakerOpenMs)
     })
     const coolDown = makeCoolDown(reading.source, options.coolDownDetail)
+    const countOnce = countOncePerRequest()
     const exchangeOnce = <A>(what: string, request: HttpClientRequest.HttpClientRequest, read: (raw: RawResponse) => Effect.Effect<A, SourceError>, timeoutMs: number, exchange: Exchange) =>
       permits.withPermit(Effect.andThen(
         options.beforeSend ?? Effect.void,
@@ -265,7 +267,7 @@ export const makeSourceCaller = (options: SourceCallerOptions) =>
       Effect.suspend(() => {
         let attempts = 0
         const paid = cost === undefined || charge === undefined ? undefined : Effect.suspend(() => cost(charge, attempts++ === 0))
-        return guardedCall(reading.source, breaker, config, what, attempt(what, request, read, config.attemptTimeoutMs, paid), charge)
+        return guardedCall(reading.source, breaker, config, what, attempt(what, request, read, config.attemptTimeoutMs, paid), (exit) => countOnce(breakerOutcome(exit), charge))
       })
     /** The body of an answer, read with `decode`. */
     const body = <A>(what: string, decode: Decoder<A>) => (raw: RawResponse) => interpretResponse(reading, what, raw, decode)
