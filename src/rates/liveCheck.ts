@@ -4,7 +4,7 @@ import type { HttpClient } from "effect/http"
 import type { Socket } from "effect/socket"
 import { layerMemory as durableCellMemory } from "../platform/durableCell/memory.ts"
 import { CoinbaseClient } from "./coinbase/CoinbaseClient.ts"
-import { CoinbaseConfig, feedOptionsOf } from "./coinbase/CoinbaseConfig.ts"
+import { CoinbaseConfig } from "./coinbase/CoinbaseConfig.ts"
 import { type FeedSink, runFeed } from "./coinbase/feed/connection.ts"
 import { majorsOf } from "./coinbase/products.ts"
 import { CoinGeckoClient } from "./coingecko/CoinGeckoClient.ts"
@@ -61,7 +61,7 @@ const feed = (seconds: number, productIds: ReadonlyArray<string>) =>
       unreadable: (kind) => Effect.sync(() => void heard.unreadable.add(kind))
     }
     const added = yield* Queue.unbounded<string>()
-    const running = yield* Effect.forkChild(runFeed(sink, { wanted: () => productIds, added }, feedOptionsOf(config, config.feedUrl)))
+    const running = yield* Effect.forkChild(runFeed(sink, { wanted: () => productIds, added }, { ...config, url: config.feedUrl }))
     yield* Effect.sleep(Duration.seconds(seconds))
     yield* Fiber.interrupt(running)
     const problems = [

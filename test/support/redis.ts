@@ -1,9 +1,11 @@
 /**
- * A private `redis-server` for a test (a port of its own, nothing saved), stopped by the caller.
+ * A private `redis-server` for a test (a port of its own, nothing saved), stopped by the caller; or a Redis that is down.
  * Without redis-server on the PATH it fails at once saying what to install, instead of an
  * uncaught spawn error and a timeout.
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import { Effect, Layer } from "effect"
+import { Redis } from "effect/persistence"
 
 export const startRedis = (port: number, extraArgs: ReadonlyArray<string> = []) =>
   new Promise<ChildProcess>((resolve, reject) => {
@@ -49,3 +51,11 @@ export const redisCommand = async (port: number, ...args: ReadonlyArray<string>)
     socket.write(`*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join("")}`)
   })
 }
+
+/** A Redis that refuses every command, as one that is down does (no offline queue): an outage within a test. */
+export const refusingRedis = Layer.succeed(Redis.Redis)(Redis.Redis.of({
+  send: () => Effect.fail(new Redis.RedisError({ cause: new Error("connection refused") })),
+  eval: () => () => Effect.fail(new Redis.RedisError({ cause: new Error("connection refused") })),
+  subscribe: () => Effect.die("not used: pub/sub"),
+  reserve: Effect.die("not used: reserved connections")
+}))

@@ -65,6 +65,9 @@ export const ADDRESSES = 200
 /** Effect's Clock, told the time by this loop; waits are real. */
 const simulatedClock = (start: number) => {
   let now = start
+  // Waits of an hour or more (a list's daily reload) also end when the simulated clock passes their end; shorter ones
+  // (timeouts, retries, the feed's silence) take real time, as the service's I/O does between two 20-second steps.
+  const sleepers = new Set<{ readonly until: number; readonly wake: () => void }>()
   const clock: Clock.Clock = {
     currentTimeMillisUnsafe: () => now,
     currentTimeMillis: Effect.sync(() => now),
@@ -74,11 +77,18 @@ const simulatedClock = (start: number) => {
     monotonicTimeNanos: Effect.sync(() => process.hrtime.bigint()),
     sleep: (duration) =>
       Effect.callback<void>((resume) => {
-        const handle = setTimeout(() => resume(Effect.void), Math.max(0, Duration.toMillis(duration)))
-        return Effect.sync(() => clearTimeout(handle))
+        const ms = Duration.toMillis(duration)
+        const sleeper = { until: now + ms, wake: () => (clearTimeout(handle), sleepers.delete(sleeper), resume(Effect.void)) }
+        const handle = setTimeout(sleeper.wake, Math.max(0, ms))
+        if (ms >= HOUR_MS) sleepers.add(sleeper)
+        return Effect.sync(() => (clearTimeout(handle), sleepers.delete(sleeper)))
       })
   }
-  return { clock, set: (epochMs: number) => void (now = epochMs) }
+  const set = (epochMs: number) => {
+    now = epochMs
+    for (const sleeper of sleepers) if (sleeper.until <= now) sleeper.wake()
+  }
+  return { clock, set }
 }
 
 /** The credit ledger as the service has it (files under DATA_DIR), counting the operations under way. */

@@ -8,10 +8,9 @@
  */
 import { Context, Duration, Effect, Layer } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
-import { CircuitBreaker, RateLimiter, type Redis } from "effect/persistence"
+import { CircuitBreaker, RateLimiter } from "effect/persistence"
 import { startOfDay } from "../dailySeries.ts"
 import { failWithFor, type SourceError } from "../upstream.ts"
-import { layerGuardStoresRedis } from "../redisDown.ts"
 import { layerGuardStoresMemory, makeSourceCaller, type RawResponse } from "../upstreamCall.ts"
 import { coinbaseNow, DAILY_GRANULARITY_S, type DailyClose, dailyCloses, dayWindows } from "./candles.ts"
 import { CoinbaseConfig } from "./CoinbaseConfig.ts"
@@ -38,7 +37,7 @@ export interface CoinbaseClientShape {
 }
 
 export class CoinbaseClient extends Context.Service<CoinbaseClient, CoinbaseClientShape>()("app/CoinbaseClient") {
-  /** Requires the HTTP client, the config, a `RateLimiter` and a breaker store (memory, or Redis for several instances). */
+  /** Requires the HTTP client, the config, a `RateLimiter` and a breaker store (memory, or Redis for several instances: layer.ts, redisDown.ts). */
   static readonly layerNoDeps: Layer.Layer<
     CoinbaseClient,
     never,
@@ -49,10 +48,6 @@ export class CoinbaseClient extends Context.Service<CoinbaseClient, CoinbaseClie
   static readonly layer: Layer.Layer<CoinbaseClient, never, HttpClient.HttpClient | CoinbaseConfig> = CoinbaseClient.layerNoDeps.pipe(
     Layer.provide(layerGuardStoresMemory)
   )
-
-  /** Several instances (REDIS_URL): bucket and breaker shared through Redis under `keyPrefix`, one limit for all. */
-  static readonly layerRedis = (keyPrefix: string, workers = 1): Layer.Layer<CoinbaseClient, never, HttpClient.HttpClient | CoinbaseConfig | Redis.Redis> =>
-    CoinbaseClient.layerNoDeps.pipe(Layer.provide(layerGuardStoresRedis({ prefix: keyPrefix, workers })))
 }
 
 const BUCKET_KEY = "coinbase:calls"

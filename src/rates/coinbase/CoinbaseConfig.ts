@@ -6,7 +6,6 @@ import { Config, Context, Effect, Layer, Result } from "effect"
 import type { ConfigInvalid } from "../../config/ConfigInvalid.ts"
 import { httpUrl, oneOf, parsed, readAll } from "../../config/read.ts"
 import type { SourceGuardConfig } from "../upstreamCall.ts"
-import type { LiveFeedOptions } from "./feed/relay.ts"
 
 const COINBASE_EXCHANGE_BASE_URL = "https://api.exchange.coinbase.com"
 const COINBASE_EXCHANGE_FEED_URL = "wss://ws-feed.exchange.coinbase.com"
@@ -58,18 +57,6 @@ export interface CoinbaseConfigShape extends SourceGuardConfig {
   /** First wait after the product list failed to load; doubles up to an hour. */
   readonly productsRetryMs: number
 }
-
-/** The feed's settings, as its connection and relay take them (feed/connection.ts, feed/relay.ts). */
-export const feedOptionsOf = (config: CoinbaseConfigShape, url: string): LiveFeedOptions => ({
-  url,
-  silenceMs: config.feedSilenceMs,
-  openTimeoutMs: config.feedOpenTimeoutMs,
-  firstRetryMs: config.feedFirstRetryMs,
-  maxRetryMs: config.feedMaxRetryMs,
-  stableMs: config.feedStableMs,
-  batchMs: config.feedBatchMs,
-  announceMs: config.feedAnnounceMs
-})
 
 const coinbaseDefaults: Omit<CoinbaseConfigShape, "baseUrl" | "fallback" | "feedUrl"> = {
   pairSilenceMs: 30_000,

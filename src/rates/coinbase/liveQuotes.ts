@@ -14,7 +14,7 @@ import { curatedCoinFor } from "../symbols.ts"
 import { Spend, spendingUntil } from "../upstream.ts"
 import { change24h } from "./candles.ts"
 import { COINBASE_ATTRIBUTION, CoinbaseClient } from "./CoinbaseClient.ts"
-import { CoinbaseConfig, feedOptionsOf } from "./CoinbaseConfig.ts"
+import { CoinbaseConfig } from "./CoinbaseConfig.ts"
 import { makeQuoteBoard } from "./feed/quoteBoard.ts"
 import { runLiveFeed } from "./feed/relay.ts"
 import { CoinbaseProducts, majorsOf } from "./products.ts"
@@ -31,7 +31,7 @@ const makeLiveQuotes = (feedUrl: string) =>
     const client = yield* CoinbaseClient
     const products = yield* CoinbaseProducts
     const board = makeQuoteBoard({ silenceMs: config.pairSilenceMs, behindMs: config.pairBehindMs, maxPairs: config.feedMaxPairs })
-    const feed = yield* runLiveFeed(board, feedOptionsOf(config, feedUrl))
+    const feed = yield* runLiveFeed(board, { ...config, url: feedUrl })
     // The list the feed's refusals were made under: a new one (reloaded) may list a pair again.
     let listOfRefusals: unknown
     const newList = (list: unknown) => {

@@ -1,5 +1,5 @@
 /**
- * Coinbase's product list, held as a list (copies/Copies.ts `makeHeldList`) reloaded in the background, never on a request's behalf.
+ * Coinbase's product list, held as a list (copies/Copies.ts `makeHeldList`) reloaded on its schedule, never on a request's behalf.
  * An empty list, or one missing most majors held, is Coinbase's fault: a failed reload (list kept, `productsRetryMs` back-off).
  */
 import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
@@ -37,7 +37,7 @@ export const makeProducts = (client: CoinbaseClientShape, config: CoinbaseConfig
       retry: { firstMs: config.productsRetryMs },
       accept: acceptList
     })
-    yield* Effect.forkScoped(products.warm)
+    yield* Effect.forkScoped(products.reloads)
 
     const lookups = new WeakMap<ReadonlyArray<CoinbaseProduct>, ReadonlyMap<string, CoinbaseProduct>>()
     const lookupOf = (list: ReadonlyArray<CoinbaseProduct>) => {

@@ -1,7 +1,7 @@
 /**
  * `CoinDirectory` served by CoinGecko, no upstream call on the request path (CONTRACT C4): currencies, then symbols
  * by the curated map (symbols.ts) and the coin index (`/coins/list`, ranked by `/coins/markets`). The three lists
- * are held apart (copies/Copies.ts `makeHeldList`), each on its own, loaded in the background at start and daily.
+ * are held apart (copies/Copies.ts `makeHeldList`), each on its own, loaded at start and then daily on its schedule.
  */
 import { Effect, Layer, Option, Schema } from "effect"
 import type { CopyStore } from "../copies/CopyStore.ts"
@@ -85,10 +85,11 @@ const makeDirectory = Effect.gen(function*() {
     Ranked,
     Effect.map(client.coinRanks(config.indexRankPages, PAGE_SIZE), (rows) => rows.map(({ id, market_cap_rank, name, symbol }) => ({ id, market_cap_rank, name, symbol })))
   )
-  // The first loads, one after the other: a refusal (a 429, no credits) stops the next before it calls.
-  yield* Effect.forkScoped(
-    Effect.forEach([currencies.warm, coins.warm, ranks.warm], (warm) => Effect.andThen(warm, Effect.yieldNow))
-  )
+  // The first loads, one after the other (a refusal, a 429 or no credits, stops the next before it calls); then each on its schedule.
+  yield* Effect.forkScoped(Effect.andThen(
+    Effect.forEach([currencies.warm, coins.warm, ranks.warm], (warm) => Effect.andThen(warm, Effect.yieldNow)),
+    Effect.all([currencies.reloads, coins.reloads, ranks.reloads], { concurrency: "unbounded" })
+  ))
 
   /** The index of the two lists held: built once per pair of copies. */
   const indexes = new WeakMap<Coins, WeakMap<Ranked, CoinIndex>>()

@@ -4,7 +4,7 @@
  * runs in the holder's scope, so a reader that stops waiting wastes no paid call (Effect's `Cache` would). The lists
  * (`makeHeldList`) are held apart, one value each; both share a copy's lifecycle (below).
  */
-import { Cause, Clock, Deferred, Duration, Effect, Exit, Option, Schema, type Scope } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, Exit, Option, Schedule, Schema, type Scope } from "effect"
 import { Charge, type SourceError, sourceError, Spend, spendingUntil } from "../upstream.ts"
 import { CopyStore, type CopyWrite, underLease } from "./CopyStore.ts"
 import { deepFreeze } from "../../platform/deepFreeze.ts"
@@ -242,12 +242,14 @@ const lastGood = <A>(entry: Entry<A>): Served<A> => ({ value: entry.value, store
 
 /** How long one instance may load a shared list before another may (its calls take seconds each). */
 const LEASE_MS = 60_000
+/** The shortest wait between two loads of a list on its schedule. */
+const MIN_RELOAD_WAIT_MS = 100
 
 /**
  * A list a source answers (CoinGecko's currencies, coins and ranks; Coinbase's products), held apart from the copies:
- * one value, kept in this process whatever the store evicts, loaded at start (`warm`), then reloaded by the first read
- * once its period is over (a list nobody reads costs no call). Instances sharing the store adopt the copy one of them
- * stored, and load one at a time (a lease); the last good copy serves while reloads fail, backed off.
+ * one value, kept in this process whatever the store evicts, loaded at start (`warm`), then reloaded on its schedule
+ * (`reloads`: once its period is over, backed off after a failure). Instances sharing the store adopt the copy one of
+ * them stored, and load one at a time (a lease); the last good copy serves while reloads fail.
  */
 export const makeHeldList = <A, I = any>(options: HeldListOptions<A, I>): Effect.Effect<HeldList<A>, never, CopyStore | Scope.Scope> =>
   Effect.gen(function*() {
@@ -314,8 +316,9 @@ export const makeHeldList = <A, I = any>(options: HeldListOptions<A, I>): Effect
       if (held === undefined || freshness(held, now) !== "fresh") yield* adoptShared
       const copy = held
       const state = copy === undefined ? "expired" : freshness(copy, now)
-      const running = state === "fresh" ? undefined : yield* loadNow(now)
       if (copy !== undefined && state !== "expired") return copy.value
+      // None held, or past its last good time: the load running (its schedule's), else one now unless loads back off.
+      const running = yield* loadNow(now)
       if (running !== undefined) {
         const waited = yield* Effect.exit(Effect.timeoutOption(Deferred.await(running), Duration.millis(Math.max(0, deadline - now))))
         if (Exit.isSuccess(waited) && Option.isSome(waited.value)) return waited.value.value
@@ -332,7 +335,12 @@ export const makeHeldList = <A, I = any>(options: HeldListOptions<A, I>): Effect
       if (running !== undefined) yield* Effect.exit(Deferred.await(running))
     })
 
-    return { get, warm }
+    /** The next load is due at its period's end (later by this instance's spread), or after a failure, at its back-off. */
+    const due = Schedule.spaced(Duration.zero).pipe(Schedule.modifyDelay(() =>
+      Effect.map(Clock.currentTimeMillis, (now) =>
+        Duration.millis(Math.max(MIN_RELOAD_WAIT_MS, backoff.until > now ? backoff.until - now : (held?.refreshAt ?? now) + spread - now)))))
+
+    return { get, warm, reloads: Effect.asVoid(Effect.repeat(warm, due)) }
   })
 
 // A copy's lifecycle (entry.ts has its shape), the same for both holders

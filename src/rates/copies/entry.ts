@@ -106,8 +106,10 @@ export interface HeldListOptions<A, I = unknown> {
 }
 
 export interface HeldList<A> {
-  /** The list held (reloaded behind when due), else the load waited for until the `Spend` deadline, else `Unavailable`. */
+  /** The list held, else (none, or past its last good time) the load waited for until the `Spend` deadline, else `Unavailable`. */
   readonly get: Effect.Effect<A, SourceError>
   /** Loads it unless it is fresh or loads back off (start-up); ends when that load does. */
   readonly warm: Effect.Effect<void>
+  /** `warm`, then again on its schedule: when its period is over, or after a failure at its back-off; never ends. */
+  readonly reloads: Effect.Effect<void>
 }

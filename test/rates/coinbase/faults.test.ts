@@ -8,9 +8,11 @@
 import { afterAll, assert, beforeAll, beforeEach, describe, it } from "@effect/vitest"
 import { randomUUID } from "node:crypto"
 import * as NodeRedis from "@effect/platform-node/NodeRedis"
-import { Context, Effect, Layer, Logger } from "effect"
-import { Redis } from "effect/persistence"
-import { CoinbaseClient } from "../../../src/rates/coinbase/CoinbaseClient.ts"
+import { Context, Duration, Effect, Layer, Logger } from "effect"
+import type { Redis } from "effect/persistence"
+import { CoinbaseClient, type CoinbaseClientShape } from "../../../src/rates/coinbase/CoinbaseClient.ts"
+import { layerGuardStoresRedis } from "../../../src/rates/redisDown.ts"
+import { refusingRedis } from "../../support/redis.ts"
 import type { SourceError } from "../../../src/rates/upstream.ts"
 import { CoinbaseConfig } from "../../../src/rates/coinbase/CoinbaseConfig.ts"
 import { configFrom } from "../../support/config.ts"
@@ -167,46 +169,44 @@ describe("a product list Coinbase answers that is not to be trusted", () => {
     Logger.layer([Logger.make(({ logLevel, message }) => {
       if (logLevel === "Warn") warnings.push(Array.isArray(message) ? message.join(" ") : String(message))
     })])
-  /** Waits `ms`, then reads once (which starts the reload when due) and waits for the reload to land. */
-  const reloadAfter = (list: Effect.Success<typeof products>, ms: number) =>
-    Effect.gen(function*() {
-      yield* Effect.sleep(`${ms} millis`)
-      yield* list.productFor("BTC", "USD").pipe(spendingUntil(soon()))
-      yield* Effect.sleep("100 millis")
-    })
 
   it.live("an empty list, or one without most majors, keeps the last good list: one warning each, the next reload backs off", () => {
     const warnings: Array<string> = []
     return Effect.gen(function*() {
       const list = yield* products
       assert.deepStrictEqual(yield* list.productFor("BTC", "USD").pipe(spendingUntil(soon())), BTC_USD)
+      // Reloaded on its schedule: every second, and after failures in a row 1 s, then 2 s later.
+      const loaded = Date.now()
+      const until = (ms: number) => Effect.sleep(Duration.millis(Math.max(0, loaded + ms - Date.now())))
       emulator.setListed([])
-      yield* reloadAfter(list, 350)
+      yield* until(1_500)
       assert.strictEqual(calls("/products"), 2)
       assert.deepStrictEqual(yield* list.productFor("BTC", "USD").pipe(spendingUntil(soon())), BTC_USD, "an empty list replaced the list held")
       for (let i = 0; i < 5; i++) yield* list.productFor("ETH", "EUR").pipe(spendingUntil(soon()))
-      assert.strictEqual(calls("/products"), 2, "the next reload waits, as after a failure (400 ms)")
+      assert.strictEqual(calls("/products"), 2, "reads ask nothing; the next reload waits, as after a failure")
       assert.strictEqual(warnings.length, 1, warnings.join("\n"))
       assert.match(warnings[0]!, /Coinbase product list.*serving the last good copy.*an empty product list/)
 
       // 38 of the 43 majors (curated coins in USD or EUR) gone at once: a fault, not delistings.
       const majorsKept = new Set(["BTC-USD", "ETH-USD", "ETH-EUR", "USDT-USD", "USDT-EUR"])
       emulator.setListed(emulatedProducts.map((p) => p.id).filter((id) => majorsKept.has(id) || !/-(USD|EUR)$/.test(id)))
-      yield* reloadAfter(list, 400)
+      yield* until(2_500)
       assert.strictEqual(calls("/products"), 3)
       assert.deepStrictEqual(yield* list.productFor("SOL", "EUR").pipe(spendingUntil(soon())), { id: "SOL-EUR", base: "SOL", quote: "EUR" })
       assert.strictEqual(warnings.length, 2, warnings.join("\n"))
       assert.match(warnings[1]!, /lost 38 of the 43 major pairs/)
 
-      // A few delistings are Coinbase's word: taken (after the back-off of the second failure, 800 ms).
+      // A few delistings are Coinbase's word: taken, after the back-off of the second failure (2 s).
       emulator.setListed(emulatedProducts.map((p) => p.id).filter((id) => id !== "SOL-EUR" && id !== "LTC-USD"))
-      yield* reloadAfter(list, 800)
+      yield* until(3_500)
+      assert.strictEqual(calls("/products"), 3, "the back-off doubled")
+      yield* until(4_500)
       assert.strictEqual(calls("/products"), 4)
       assert.isUndefined(yield* list.productFor("SOL", "EUR").pipe(spendingUntil(soon())))
       assert.deepStrictEqual(yield* list.productFor("BTC", "USD").pipe(spendingUntil(soon())), BTC_USD)
       assert.strictEqual(warnings.length, 2)
     }).pipe(
-      Effect.provide(Layer.merge(coinbaseClient(emulator.url, { ...fastGuards, productsRefreshMs: 300, productsRetryMs: 400 }), warningsInto(warnings))),
+      Effect.provide(Layer.merge(coinbaseClient(emulator.url, { ...fastGuards, productsRefreshMs: 1_000, productsRetryMs: 1_000 }), warningsInto(warnings))),
       Effect.scoped
     )
   })
@@ -255,12 +255,27 @@ describe("Coinbase's public limit (10 requests/s per address, bursts to 15)", ()
 describe("Coinbase's public limit across instances (REDIS_URL)", () => {
   const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
   const fortyProducts = emulatedProducts.filter((p) => p.quote === "USD" || p.quote === "EUR").map((p) => p.id).slice(0, 40)
-  /** One instance behind the same address: its own client, the bucket and breaker in the shared Redis. */
-  const instance = (keyPrefix: string) =>
-    Layer.build(CoinbaseClient.layerRedis(keyPrefix).pipe(
+  /** One instance behind the same address: its own client, the bucket and breaker in `redis` (one of `workers` on its host). */
+  const instance = (keyPrefix: string, redis: Layer.Layer<Redis.Redis, unknown> = NodeRedis.layer({ url: redisUrl }), workers = 1) =>
+    Layer.build(CoinbaseClient.layerNoDeps.pipe(
+      Layer.provide(layerGuardStoresRedis({ prefix: keyPrefix, workers })),
       Layer.provide(CoinbaseConfig.layerWith({}).pipe(Layer.provide(configFrom({ COINBASE_BASE_URL: emulator.url })))),
-      Layer.provide(Layer.merge(upstreamHttp, NodeRedis.layer({ url: redisUrl })))
+      Layer.provide(Layer.merge(upstreamHttp, redis))
     ))
+  /** Forty candle calls at once, shared by two instances, once the address's burst of 15 is back in full. */
+  const burstAcross = (clients: ReadonlyArray<CoinbaseClientShape>) =>
+    Effect.gen(function*() {
+      yield* Effect.sleep("1500 millis")
+      emulator.resetStats()
+      const { elapsedMs, result } = yield* timed(Effect.forEach(
+        fortyProducts,
+        (id, i) => clients[i % 2]!.dailyCandles(id, TODAY - 29 * DAY_MS, TODAY),
+        { concurrency: "unbounded" }
+      ))
+      assert.strictEqual(result._tag, "Success", result._tag === "Failure" ? result.failure.message : "")
+      assert.deepStrictEqual(emulator.stats().byStatus, { "200": 40 })
+      return elapsedMs
+    })
 
   it.live("two instances bursting together share one bucket of 10 a second: no 429", () =>
     Effect.gen(function*() {
@@ -272,44 +287,14 @@ describe("Coinbase's public limit across instances (REDIS_URL)", () => {
       yield* clients[0]!.products
       yield* clients[1]!.products
       emulator.setRateLimit(true)
-      yield* Effect.sleep("1500 millis") // the address's burst of 15 back in full
-      emulator.resetStats()
-      const { elapsedMs, result } = yield* timed(Effect.forEach(
-        fortyProducts,
-        (id, i) => clients[i % 2]!.dailyCandles(id, TODAY - 29 * DAY_MS, TODAY),
-        { concurrency: "unbounded" }
-      ))
-      assert.strictEqual(result._tag, "Success", result._tag === "Failure" ? result.failure.message : "")
-      assert.deepStrictEqual(emulator.stats().byStatus, { "200": 40 })
       // One bucket of 10 for both, then one every 100 ms; two buckets would take half as long.
-      assert.isAtLeast(elapsedMs, 2_800)
+      assert.isAtLeast(yield* burstAcross(clients), 2_800)
     }).pipe(Effect.scoped))
 
   it.live("with Redis down, each of two workers on one host keeps its share of the bucket (5 a second): no 429, never called without it", () =>
     Effect.gen(function*() {
-      const refused = () => new Redis.RedisError({ cause: new Error("connection refused") })
-      const down = Layer.succeed(Redis.Redis)(Redis.Redis.of({
-        send: () => Effect.fail(refused()),
-        eval: () => () => Effect.fail(refused()),
-        subscribe: () => Effect.die("not used"),
-        reserve: Effect.die("not used")
-      }))
-      const worker = Layer.build(CoinbaseClient.layerRedis("down:", 2).pipe(
-        Layer.provide(CoinbaseConfig.layerWith({}).pipe(Layer.provide(configFrom({ COINBASE_BASE_URL: emulator.url })))),
-        Layer.provide(Layer.merge(upstreamHttp, down))
-      ))
-      const [a, b] = yield* Effect.all([worker, worker])
-      const clients = [Context.get(a!, CoinbaseClient), Context.get(b!, CoinbaseClient)]
-      yield* Effect.sleep("1500 millis") // the address's burst of 15 back in full
-      emulator.resetStats()
-      const { elapsedMs, result } = yield* timed(Effect.forEach(
-        fortyProducts,
-        (id, i) => clients[i % 2]!.dailyCandles(id, TODAY - 29 * DAY_MS, TODAY),
-        { concurrency: "unbounded" }
-      ))
-      assert.strictEqual(result._tag, "Success", result._tag === "Failure" ? result.failure.message : "")
-      assert.deepStrictEqual(emulator.stats().byStatus, { "200": 40 })
+      const [a, b] = yield* Effect.all([instance("down:", refusingRedis, 2), instance("down:", refusingRedis, 2)])
       // Two buckets of 5: 5 each at once, then one each every 200 ms.
-      assert.isAtLeast(elapsedMs, 2_800)
+      assert.isAtLeast(yield* burstAcross([Context.get(a!, CoinbaseClient), Context.get(b!, CoinbaseClient)]), 2_800)
     }).pipe(Effect.scoped))
 })

@@ -21,6 +21,7 @@ import { PRICES_SHARE } from "../../../src/rates/coingecko/latestPrices.ts"
 import { layerRedis as layerSharedCell } from "../../../src/platform/durableCell/redis.ts"
 import { DailyHistory } from "../../../src/rates/history/DailyHistory.ts"
 import { upstreamHttp } from "../../support/upstream.ts"
+import { refusingRedis } from "../../support/redis.ts"
 
 const freePort = () =>
   new Promise<number>((resolve, reject) => {
@@ -155,18 +156,10 @@ describe.skipIf(!canSpawnRedis && sharedRedisUrl === undefined)("CoinGecko provi
 
   it.live("a Redis outage fails closed on credits (issue 27): no call without the ledger, a 503 for what nothing holds", () =>
     Effect.gen(function*() {
-      const refused = () => new Redis.RedisError({ cause: new Error("connection refused") })
-      // A Redis that fails every command, as a lost connection does (no offline queue).
-      const brokenRedis = Layer.succeed(Redis.Redis)(Redis.Redis.of({
-        send: () => Effect.fail(refused()),
-        eval: () => () => Effect.fail(refused()),
-        subscribe: () => Effect.die("not used by the rates capability"),
-        reserve: Effect.die("not used by the rates capability")
-      }))
       const lonely = yield* Layer.build(
         coinGeckoAloneRedis("").pipe(Layer.provide(configFrom(healthyEnv(emulator.url))),
           Layer.provide(layerSharedCell("")),
-          Layer.provide(Layer.mergeAll(upstreamHttp, brokenRedis, DailyHistory.layerMemory))
+          Layer.provide(Layer.mergeAll(upstreamHttp, refusingRedis, DailyHistory.layerMemory))
         )
       )
       emulator.resetStats()

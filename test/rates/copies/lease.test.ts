@@ -11,6 +11,7 @@ import { Redis } from "effect/persistence"
 import { CopyStore } from "../../../src/rates/copies/CopyStore.ts"
 import { makeHeldList } from "../../../src/rates/copies/Copies.ts"
 import { spendingUntil } from "../../../src/rates/upstream.ts"
+import { refusingRedis } from "../../support/redis.ts"
 
 const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
 
@@ -28,14 +29,6 @@ const stalledUntil = (until: number, lateMs = 300) =>
       }
     })
   }))
-
-/** A Redis that refuses every command, as one that is down does (no offline queue). */
-const downRedis = Layer.succeed(Redis.Redis)(Redis.Redis.of({
-  send: () => Effect.fail(new Redis.RedisError({ cause: new Error("connection refused") })),
-  eval: () => () => Effect.fail(new Redis.RedisError({ cause: new Error("connection refused") })),
-  subscribe: () => Effect.die("not used"),
-  reserve: Effect.die("not used")
-}))
 
 /** One instance's list, loaded through its own store; `loadMs`: how long its source takes. */
 const instance = (prefix: string, redis: Layer.Layer<Redis.Redis, Redis.RedisError>, loadMs: number) =>
@@ -85,8 +78,8 @@ describe("a shared load's lease over Redis", () => {
 
   it.live("with Redis down, each instance loads alone within seconds", () =>
     Effect.gen(function*() {
-      const one = yield* instance(prefixOf("down"), downRedis, 100)
-      const two = yield* instance(prefixOf("down"), downRedis, 100)
+      const one = yield* instance(prefixOf("down"), refusingRedis, 100)
+      const two = yield* instance(prefixOf("down"), refusingRedis, 100)
       yield* Effect.sleep("3 seconds")
       assert.deepStrictEqual([one.calls.count, two.calls.count], [1, 1])
       assert.isTrue((yield* two.get)._tag === "Some")

@@ -52,7 +52,7 @@ const listOf = (fetch: Effect.Effect<ReadonlyArray<string>, SourceError>) =>
       reload: { everyMs: Duration.toMillis(Duration.hours(24)), lastGoodMs: Duration.toMillis(Duration.days(7)) },
       retry: { firstMs: 10_000 }
     })
-    yield* Effect.forkScoped(held.warm)
+    yield* Effect.forkScoped(held.reloads)
     yield* Effect.yieldNow
     return {
       get: (deadline: number) => Effect.match(held.get.pipe(spendingUntil(deadline)), { onFailure: () => undefined, onSuccess: (value) => value }),
@@ -85,7 +85,7 @@ describe("lists held apart", () => {
     }).pipe(Effect.provide(CopyStore.layerMemory()), Effect.scoped)
   })
 
-  it.effect("reloads once a day, answering from the copy held meanwhile, and keeps it when the reload fails", () => {
+  it.effect("reloads once a day on its schedule, read or not, answering from the copy held meanwhile, and keeps it when the reload fails", () => {
     const source = scripted([["usd"], "fail", ["usd", "eur"]])
     return Effect.gen(function*() {
       const list = yield* listOf(source.fetch)
@@ -93,13 +93,16 @@ describe("lists held apart", () => {
       yield* TestClock.adjust("23 hours")
       assert.deepStrictEqual(yield* list.get(far), ["usd"])
       assert.strictEqual(source.state.calls, 1)
-      yield* TestClock.adjust("2 hours")
+      yield* TestClock.adjust("1 hour")
+      assert.strictEqual(source.state.calls, 2, "its day over, reloaded without a read")
       assert.deepStrictEqual(yield* list.get(far), ["usd"], "the last good copy while the reload fails")
-      assert.strictEqual(source.state.calls, 2)
       yield* TestClock.adjust("10 seconds")
-      yield* list.get(far)
+      assert.strictEqual(source.state.calls, 3, "again after the back-off's first wait")
       assert.deepStrictEqual(yield* list.get(far), ["usd", "eur"])
-      assert.strictEqual(source.state.calls, 3)
+      yield* TestClock.adjust("23 hours")
+      assert.strictEqual(source.state.calls, 3, "nothing asked before its next day")
+      yield* TestClock.adjust("1 hour")
+      assert.strictEqual(source.state.calls, 4)
     }).pipe(Effect.provide(CopyStore.layerMemory()), Effect.scoped)
   })
 

@@ -8,18 +8,14 @@ import { Clock, Data, Duration, Effect, Queue, Random } from "effect"
 import { Socket } from "effect/socket"
 import { recordLiveFeedConnected, recordLiveTick, recordLiveUnreadable } from "../../../observability/metrics.ts"
 import { readFeedMessage, subscribeMessage } from "./feedMessages.ts"
+import type { CoinbaseConfigShape } from "../CoinbaseConfig.ts"
 import type { BoardMessage } from "./quoteBoard.ts"
 
-/** As CoinbaseConfig.ts's `feed…` settings. */
-export interface FeedOptions {
-  readonly url: string
-  readonly silenceMs: number
-  readonly openTimeoutMs: number
-  readonly firstRetryMs: number
-  readonly maxRetryMs: number
-  readonly stableMs: number
-  readonly batchMs: number
-}
+/** The feed's URL and its settings, as CoinbaseConfig.ts names them. */
+export type FeedOptions = { readonly url: string } & Pick<
+  CoinbaseConfigShape,
+  "feedSilenceMs" | "feedOpenTimeoutMs" | "feedFirstRetryMs" | "feedMaxRetryMs" | "feedStableMs" | "feedBatchMs"
+>
 /** Where what the feed says goes: the board, and the other instances through the relay. */
 export interface FeedSink {
   /** Ticks and heartbeats read at `now` (our clock), in order. */
@@ -53,7 +49,7 @@ const MAX_KINDS_LOGGED = 100
 /** Runs the feed, reconnecting, until interrupted (relay.ts interrupts it when another instance holds the feed). */
 export const runFeed = (sink: FeedSink, pairs: FeedPairs, options: FeedOptions): Effect.Effect<never, never, Socket.WebSocketConstructor> =>
   Effect.gen(function*() {
-    const socket = yield* Socket.makeWebSocket(options.url, { openTimeout: Duration.millis(options.openTimeoutMs) })
+    const socket = yield* Socket.makeWebSocket(options.url, { openTimeout: Duration.millis(options.feedOpenTimeoutMs) })
     // One warning when the feed cannot be had (lost, or never connected since start): then quiet retries.
     let warned = false
     let connected = false
@@ -97,7 +93,7 @@ export const runFeed = (sink: FeedSink, pairs: FeedPairs, options: FeedOptions):
           yield* subscribe(pairs.wanted())
           while (true) {
             const first = yield* Queue.take(pairs.added)
-            yield* Effect.sleep(Duration.millis(options.batchMs))
+            yield* Effect.sleep(Duration.millis(options.feedBatchMs))
             const more = yield* Queue.clear(pairs.added)
             yield* subscribe([...new Set([first, ...more])])
           }
@@ -106,8 +102,8 @@ export const runFeed = (sink: FeedSink, pairs: FeedPairs, options: FeedOptions):
 
         while (true) {
           const frames = yield* pull.pipe(Effect.timeoutOrElse({
-            duration: Duration.millis(options.silenceMs),
-            orElse: () => Effect.fail(new FeedSilent({ seconds: options.silenceMs / 1000 }))
+            duration: Duration.millis(options.feedSilenceMs),
+            orElse: () => Effect.fail(new FeedSilent({ seconds: options.feedSilenceMs / 1000 }))
           }))
           const now = yield* Clock.currentTimeMillis
           if (!heard.value) {
@@ -151,9 +147,9 @@ export const runFeed = (sink: FeedSink, pairs: FeedPairs, options: FeedOptions):
       warned = true
       connected = false
       const lasted = (yield* Clock.currentTimeMillis) - startedAt
-      endsInARow = heard.value && lasted >= options.stableMs ? 1 : endsInARow + 1
+      endsInARow = heard.value && lasted >= options.feedStableMs ? 1 : endsInARow + 1
       // Equal jitter: half the wait fixed, half random, so that instances cut off together come back apart.
-      const wait = Math.min(options.maxRetryMs, options.firstRetryMs * 2 ** (endsInARow - 1))
+      const wait = Math.min(options.feedMaxRetryMs, options.feedFirstRetryMs * 2 ** (endsInARow - 1))
       yield* Effect.sleep(Duration.millis(wait / 2 + (yield* Random.next) * (wait / 2)))
     }
   })

@@ -7,6 +7,7 @@ import { Clock, Duration, Effect, Queue, Schema, type Scope } from "effect"
 import type { Socket } from "effect/socket"
 import { Leadership } from "../../../platform/leadership/Leadership.ts"
 import { recordLiveFeedHolder } from "../../../observability/metrics.ts"
+import type { CoinbaseConfigShape } from "../CoinbaseConfig.ts"
 import { type FeedOptions, type FeedSink, runFeed } from "./connection.ts"
 import type { BoardMessage, QuoteBoard } from "./quoteBoard.ts"
 
@@ -23,9 +24,8 @@ const RelayEvent = Schema.Union([
 type RelayEvent = typeof RelayEvent.Type
 const decodeEvents = Schema.decodeUnknownOption(Schema.fromJsonString(Schema.Array(RelayEvent)))
 const decodeWanted = Schema.decodeUnknownOption(Schema.fromJsonString(Schema.Array(Schema.String)))
-export interface LiveFeedOptions extends FeedOptions {
-  readonly announceMs: number
-}
+/** The feed's options, and how often an instance that does not hold it announces its pairs. */
+export type LiveFeedOptions = FeedOptions & Pick<CoinbaseConfigShape, "feedAnnounceMs">
 export interface LiveFeed {
   /** Follows pairs (those Coinbase refused excepted): subscribed by whichever instance holds the feed. */
   readonly follow: (productIds: ReadonlyArray<string>) => Effect.Effect<void>
@@ -82,7 +82,7 @@ export const runLiveFeed = (
       board.disconnected()
       const quotes = yield* leadership.listen(QUOTES)
       const announce = Effect.suspend(() => leadership.publish(WANTS, JSON.stringify(board.followed())))
-      yield* Effect.forkScoped(announce.pipe(Effect.andThen(Effect.sleep(Duration.millis(options.announceMs))), Effect.forever))
+      yield* Effect.forkScoped(announce.pipe(Effect.andThen(Effect.sleep(Duration.millis(options.feedAnnounceMs))), Effect.forever))
       yield* Effect.forever(Effect.gen(function*() {
         const events = decodeEvents(yield* Queue.take(quotes))
         if (events._tag === "None") return
