@@ -4,7 +4,7 @@
  * `STORE_BOUND_MS` counts as failed, for that call only (Redis is asked again on the next).
  *   - Held copies (copies/CopyStore.ts, through `whenStoreFails`): a read is what this process last read or wrote of
  *     the key; a write is kept here only; a shared load's lease not answered is asked again, and after four such
- *     claims in a row each instance loads alone (CopyStore.ts `underLease`).
+ *     claims in a row each instance loads a list alone, at once a request's copy (CopyStore.ts `underLease`).
  *   - The minute's buckets (CoinGecko's calls a minute, Coinbase's 10 a second: `layerGuardStoresRedis`): this
  *     process's share of each limit (`processShare`, the limit over WEB_CONCURRENCY), counted in memory.
  *   - The breakers (`layerGuardStoresRedis`): Effect's CircuitBreaker admits the calls its store cannot record.
@@ -17,8 +17,9 @@ import { CircuitBreaker, RateLimiter } from "effect/persistence"
 import { consumeWithFallback } from "../platform/sharedRateLimiter.ts"
 
 const STORE_BOUND_MS = 250
-/** Claims of a shared load's lease not answered, in a row, after which this instance loads alone. */
-export const UNANSWERED_CLAIMS_ALONE = 4
+/** Claims of a shared load's lease not answered in a row, after which this instance loads alone: a list's loads are few
+ * and cost credits a small plan may lack; a request waits for its copy. */
+export const UNANSWERED_CLAIMS_ALONE = { list: 4, copy: 1 } as const
 
 /** `effect`, a Redis call, within the bound; else (failed or late) `fallback`'s answer, logged. */
 export const whenStoreFails = <A, E>(what: string, effect: Effect.Effect<A, E>, fallback: () => A): Effect.Effect<A> =>

@@ -6,6 +6,7 @@
  */
 import { Cause, Clock, Deferred, Duration, Effect, Exit, Option, Schedule, Schema, type Scope } from "effect"
 import { Charge, type SourceError, sourceError, Spend, spendingUntil } from "../upstream.ts"
+import { UNANSWERED_CLAIMS_ALONE } from "../redisDown.ts"
 import { CopyStore, type CopyWrite, underLease } from "./CopyStore.ts"
 import { deepFreeze } from "../../platform/deepFreeze.ts"
 import type { Copies, CopiesOptions, Entry, HeldList, HeldListOptions, Served, Timing } from "./entry.ts"
@@ -69,7 +70,7 @@ export const makeCopies = <A, I = any>(options: CopiesOptions<A, I>): Effect.Eff
         const held = seen === generation && !store.shared ? undefined : yield* allFresh(keys)
         if (held !== undefined) return held
         const leaseMs = options.loadLeaseMs
-        return yield* (leaseMs === undefined ? fetchThenStore(keys, charge) : underLease(store, keys[0]!, leaseMs, allFresh(keys), fetchThenStore(keys, charge)))
+        return yield* (leaseMs === undefined ? fetchThenStore(keys, charge) : underLease(store, keys[0]!, leaseMs, UNANSWERED_CLAIMS_ALONE.copy, allFresh(keys), fetchThenStore(keys, charge)))
       })
     const fetchThenStore = (keys: ReadonlyArray<string>, charge: Charge) =>
       Effect.gen(function*() {
@@ -283,7 +284,7 @@ export const makeHeldList = <A, I = any>(options: HeldListOptions<A, I>): Effect
     })
 
     /** The copy another instance stored, else one loaded here: under the lease, or after a minute waiting for it. */
-    const loadShared = underLease(store, options.key, LEASE_MS, Effect.map(adoptShared, (fresh) => fresh ? held!.value : undefined), loadHere)
+    const loadShared = underLease(store, options.key, LEASE_MS, UNANSWERED_CLAIMS_ALONE.list, Effect.map(adoptShared, (fresh) => fresh ? held!.value : undefined), loadHere)
 
     const noteFailure = (error: SourceError) =>
       Effect.flatMap(Clock.currentTimeMillis, (at) => {

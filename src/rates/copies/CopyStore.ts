@@ -10,7 +10,7 @@ import { makeBoundedLru } from "../../platform/boundedLru.ts"
 import { Redis } from "effect/persistence"
 import { deepFreeze } from "../../platform/deepFreeze.ts"
 import { makeRedisLease } from "../../platform/redisLease.ts"
-import { UNANSWERED_CLAIMS_ALONE, whenStoreFails } from "../redisDown.ts"
+import { whenStoreFails } from "../redisDown.ts"
 
 /** A lease asked for: the store's answer, or none in time (a slow store is not a lease held elsewhere). */
 export type Claim = "taken" | "held" | "no answer"
@@ -70,23 +70,32 @@ const LEASE_POLL_MS = 250
 /**
  * One instance at a time runs `load` (fetch and store) for `key`, under the store's lease (`leaseMs` at most, released
  * once the copy is stored); while another holds it, or when it stored one just before, what `adopt` finds stored is
- * taken instead (polled). Past `leaseMs` without a copy, `load` runs here too.
+ * taken instead (polled), and the lease is asked for again (its holder may have failed). Past `leaseMs`, or after
+ * `alone` claims in a row the store did not answer (redisDown.ts), `load` runs here without it.
  */
-export const underLease = <A, E>(store: CopyStoreShape, key: string, leaseMs: number, adopt: Effect.Effect<A | undefined>, load: Effect.Effect<A, E>) =>
+export const underLease = <A, E>(
+  store: CopyStoreShape,
+  key: string,
+  leaseMs: number,
+  alone: number,
+  adopt: Effect.Effect<A | undefined>,
+  load: Effect.Effect<A, E>
+) =>
   Effect.gen(function*() {
     const lease = `${key}:loading`
     const holder = crypto.randomUUID()
     const claim = store.claim?.(lease, holder, Duration.millis(leaseMs)) ?? Effect.succeed<Claim>("taken")
     let claimed = yield* claim
     for (let waited = 0, unanswered = 0; claimed !== "taken"; waited += LEASE_POLL_MS) {
-      // A claim not answered in time (a slow store, a busy process) is asked again; the lease may be ours already.
-      if (claimed === "no answer") unanswered++
-      if (waited >= leaseMs || unanswered >= UNANSWERED_CLAIMS_ALONE) return yield* load
+      // A claim not answered in time (a slow store, a busy process) may have taken the lease: asked again, it is found ours.
+      unanswered = claimed === "no answer" ? unanswered + 1 : 0
+      if (waited >= leaseMs || unanswered >= alone) break
       yield* Effect.sleep(Duration.millis(LEASE_POLL_MS))
       const adopted = yield* adopt
       if (adopted !== undefined) return adopted
-      if (claimed === "no answer") claimed = yield* claim
+      claimed = yield* claim
     }
+    // Released however the load ends, also when run without the lease (a late claim may have taken it).
     return yield* Effect.ensuring(Effect.flatMap(adopt, (stored) => stored !== undefined ? Effect.succeed(stored) : load), store.release?.(lease, holder) ?? Effect.void)
   })
 

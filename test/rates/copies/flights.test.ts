@@ -143,4 +143,16 @@ describe("instances sharing a store (Redis): one load at a time with `loadLeaseM
       assert.deepStrictEqual([(yield* Fiber.join(first)).value, (yield* Fiber.join(second)).value], [3, 3])
       assert.deepStrictEqual(calls, ["btc"])
     }).pipe(Effect.provide(Layer.sync(CopyStore, sharedStore)), Effect.scoped))
+
+  it.live("a store that does not answer the claim (Redis down or slow): the copy is fetched at once, as its reader waits", () =>
+    Effect.gen(function*() {
+      const calls: Array<string> = []
+      const gate = yield* Deferred.make<void>()
+      yield* Deferred.succeed(gate, undefined)
+      const copies = yield* instance(calls, gate)
+      const started = Date.now()
+      assert.strictEqual((yield* copies.get("btc").pipe(spendingUntil(Date.now() + 5_000, charge))).value, 3)
+      assert.deepStrictEqual(calls, ["btc"])
+      assert.isBelow(Date.now() - started, 200, "no wait for the lease")
+    }).pipe(Effect.provide(Layer.succeed(CopyStore)(CopyStore.of({ ...CopyStore.makeMemory(), shared: true, claim: () => Effect.succeed("no answer") }))), Effect.scoped))
 })

@@ -131,6 +131,24 @@ describe("lists held apart", () => {
     }).pipe(Effect.provide(sharedStore({ writeMs: 1_000 })), Effect.scoped)
   })
 
+  it.effect("when the instance loading a shared list fails, another takes the lease at once rather than after it (a minute)", () => {
+    const failing = { calls: 0 }
+    const first = Effect.sleep("1 second").pipe(
+      Effect.andThen(Effect.sync(() => failing.calls++)),
+      Effect.andThen(Effect.fail(sourceError("coingecko", "Transient", "test: down")))
+    )
+    const second = scripted([["usd", "eur"]])
+    return Effect.gen(function*() {
+      yield* listOf(first)
+      yield* TestClock.adjust("500 millis")
+      const two = yield* listOf(second.fetch)
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(failing.calls, 1)
+      assert.strictEqual(second.state.calls, 1, "the lease taken once its holder gave it back")
+      assert.deepStrictEqual(yield* two.get(far), ["usd", "eur"])
+    }).pipe(Effect.provide(sharedStore()), Effect.scoped)
+  })
+
   it.effect("a request finding nothing held waits for the load running, until its deadline only", () => {
     const slow = { calls: 0 }
     const fetch = Effect.sleep("5 seconds").pipe(Effect.andThen(Effect.sync(() => (slow.calls++, ["usd"]))))
