@@ -8,8 +8,7 @@ import { RateLimiter } from "effect/persistence"
 
 type Consume = RateLimiter.RateLimiter["consume"]
 
-/** A store round trip slower than this counts as an outage for that call. */
-const storeTimeout = Duration.millis(250)
+const DEFAULT_STORE_TIMEOUT_MS = 250
 
 export const consumeWithFallback = (options: {
   readonly shared: RateLimiter.RateLimiter
@@ -18,7 +17,10 @@ export const consumeWithFallback = (options: {
   readonly label: string
   /** The limit this process keeps in memory meanwhile (default: the whole limit). */
   readonly share?: ((limit: number) => number) | undefined
+  /** A store round trip slower than this counts as an outage for that call (default 250 ms). */
+  readonly storeTimeoutMs?: number | undefined
 }): Consume => {
+  const storeTimeout = Duration.millis(options.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS)
   let degraded = false
   const storeFailure = (message: string) =>
     new RateLimiter.RateLimiterError({ reason: new RateLimiter.RateLimitStoreError({ message }) })

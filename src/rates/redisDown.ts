@@ -35,7 +35,7 @@ const processShare = (limit: number, workers: number) => Math.max(1, Math.floor(
 export const limiterOrShare = (shared: RateLimiter.RateLimiter, workers: number): Effect.Effect<RateLimiter.RateLimiter> =>
   Effect.map(RateLimiter.make.pipe(Effect.provide(RateLimiter.layerStoreMemory)), (memory) => ({
     ...shared,
-    consume: consumeWithFallback({ shared, memory, label: "rates: upstream budget", share: (limit) => processShare(limit, workers) })
+    consume: consumeWithFallback({ shared, memory, label: "rates: upstream budget", share: (limit) => processShare(limit, workers), storeTimeoutMs: STORE_BOUND_MS })
   }))
 
 /** The sources' buckets and breakers shared by every instance through Redis, under `prefix`, as above when it fails. */

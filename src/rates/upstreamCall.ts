@@ -215,7 +215,6 @@ export const layerGuardStoresMemory: Layer.Layer<RateLimiter.RateLimiter | Circu
   CircuitBreaker.layerStoreMemory()
 )
 
-
 /** What an attempt pays (CoinGecko's credits), taken before it is sent and given back when the source did not bill it. */
 type Held = { readonly giveBack: (count: number) => Effect.Effect<void> }
 export type AttemptCost = (charge: Charge, firstAttempt: boolean) => Effect.Effect<Held, SourceError>
