@@ -51,7 +51,7 @@ export const liveRates = (env: Env, now?: number) => {
     Layer.provide(configFrom({ RATES_FALLBACK: "none", COINBASE_WS_URL: "none", ...env })),
     Layer.provide(Layer.mergeAll(upstreamHttp, DailyHistory.layerMemory, durableCellMemory))
   )
-  return now === undefined ? rates : Layer.merge(rates, clockLayerFrom(now))
+  return now === undefined ? rates : rates.pipe(Layer.provideMerge(clockLayerFrom(now)))
 }
 
 /** The live capability with CoinGecko alone (no second source), configured from the ConfigProvider. */

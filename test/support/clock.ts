@@ -7,7 +7,7 @@ import { Clock, type Duration, Effect, Layer } from "effect"
 
 export interface MovableClock {
   readonly clock: Clock.Clock
-  /** Provides the clock to whatever it is merged into. */
+  /** The clock, to provide to the service's layer (`Layer.provideMerge`): merged beside it, the layer's own fibers (list loads, their reloads) would keep the real clock. */
   readonly layer: Layer.Layer<never>
   readonly advance: (ms: number) => void
 }
@@ -33,5 +33,5 @@ export const movableClock = (epochMs: number): MovableClock => {
   }
 }
 
-/** Provides a clock starting at `epochMs` to whatever it is merged into. */
+/** A clock starting at `epochMs`, to provide to a layer (see `layer` above). */
 export const clockLayerFrom = (epochMs: number): Layer.Layer<never> => movableClock(epochMs).layer

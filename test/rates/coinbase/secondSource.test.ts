@@ -78,6 +78,6 @@ describe("the second source served by Coinbase", () => {
       assert.notInclude(days, new Date(today + DAY_MS).toISOString(), "today's moving candle kept as the next day's point")
       assert.strictEqual(days.at(-1), new Date(today).toISOString(), "the last point is yesterday's close, at today's 00:00")
       assert.strictEqual(kept!.points.at(-1)![1], coinbaseDailyClose("BTC-USD", today - DAY_MS, EMULATOR_NOW))
-    }).pipe(Effect.provide(Layer.merge(coinbaseSecondSource(emulator.url, {}, history), clockLayerFrom(EMULATOR_NOW + DAY_MS))))
+    }).pipe(Effect.provide(coinbaseSecondSource(emulator.url, {}, history).pipe(Layer.provideMerge(clockLayerFrom(EMULATOR_NOW + DAY_MS)))))
   })
 })

@@ -37,9 +37,9 @@ const TODAY = startOfUtcDay(EMULATOR_NOW)
 const instance = (dataDir: string, clock: MovableClock, env = healthyEnv(emulator.url), warnings: Array<string> = []) =>
   Layer.mergeAll(
     coinGeckoAlone.pipe(Layer.provide(configFrom(env)),
-      Layer.provide(Layer.mergeAll(upstreamHttp, DailyHistory.layerFiles(dataDir), durableCellMemory))
+      Layer.provide(Layer.mergeAll(upstreamHttp, DailyHistory.layerFiles(dataDir), durableCellMemory)),
+      Layer.provideMerge(clock.layer)
     ),
-    clock.layer,
     Logger.layer([Logger.make(({ logLevel, message }) => {
       if (logLevel === "Warn") warnings.push(Array.isArray(message) ? message.join(" ") : String(message))
     })])
