@@ -164,17 +164,19 @@ describe("an answer remembered is repeated by the edge, only while it holds", ()
   })
 
   it("an answer past its freshness is rebuilt by one request: the repeats arriving meanwhile get it as it was", async () => {
-    // The first answer holds 300 ms (a live answer holds a second); each takes 50 ms to make.
-    const until = Date.now() + 300
+    // The first answer holds a second from when it is made, as a live answer does; each takes 50 ms to make.
+    let until = Number.POSITIVE_INFINITY
     let made = 0
-    const rates = counting(() => (made++ === 0 ? until : Date.now() + 60_000), { delayMs: 50 })
+    const rates = counting(() => (made++ === 0 ? (until = Date.now() + 1_000) : Date.now() + 60_000), { delayMs: 50 })
     const app = await startTestApp({ rates: rates.layer })
-    // Twenty connections opened while it is fresh, so the repeats go out at once, not behind twenty handshakes.
+    // Twenty connections opened first (by payloads refused: no answer made), so the repeats go out at once, not behind twenty handshakes.
     const agent = new http.Agent({ keepAlive: true, maxSockets: 20 })
     try {
+      const opened = await Promise.all(Array.from({ length: 20 }, () => postOn(agent, app, { cryptos: "BTC" })))
+      assert.deepStrictEqual(opened.map((res) => res.status), Array(20).fill(400))
+      assert.strictEqual(Object.values(agent.freeSockets).flat().length, 20)
       const first = await postOn(agent, app, { cryptos: ["BTC"] })
       assert.strictEqual(first.status, 200)
-      await Promise.all(Array.from({ length: 20 }, () => postOn(agent, app, { cryptos: ["BTC"] })))
       assert.strictEqual(rates.calls.historical, 1)
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, until + 10 - Date.now())))
       // Twenty callers at once, just past its freshness (each on a connection of its own).
