@@ -21,10 +21,13 @@ interface Raw {
   readonly body: Buffer
 }
 
-/** A GET as sent on the wire: no Accept-Encoding unless given, the body as received (not decoded). */
+/**
+ * A GET as sent on the wire: no Accept-Encoding unless given, the body as received (not decoded). Each on a connection
+ * of its own: a kept-alive one reused just as the server times it out ends in ECONNRESET on a starved machine.
+ */
 const get = (path: string, headers: Record<string, string> = {}) =>
   new Promise<Raw>((resolve, reject) => {
-    const req = request(`${app.url}${path}`, { headers }, (res) => {
+    const req = request(`${app.url}${path}`, { headers, agent: false }, (res) => {
       const chunks: Array<Buffer> = []
       res.on("data", (c: Buffer) => chunks.push(c))
       res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }))
