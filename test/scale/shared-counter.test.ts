@@ -114,21 +114,26 @@ describe("shared request counts", () => {
   it("count in memory while Redis is away, and hand the counts over when it is back", async () => {
     await awayFromMinuteEdge()
     const redis = await startRedis()
-    const prefix = `test-${randomUUID()}:`
-    const { counts } = await instance(prefix, redis.url)
-    for (let i = 0; i < 5; i++) expect((await take(counts, "rates:ip:192.0.2.4", 1_000)).allowed).toBe(true)
-    await sleep(300)
-    await redis.stop()
-    for (let i = 0; i < 7; i++) expect((await take(counts, "rates:ip:192.0.2.4", 1_000)).allowed).toBe(true)
-    // The same port, an empty Redis: the unsynced 7 arrive once the client has reconnected.
-    await redis.start()
-    const window = Math.floor(Date.now() / 60_000)
-    const reader = await connect(redis.url)
-    let stored = 0
-    for (let i = 0; i < 60 && stored !== 7; i++) {
-      await sleep(100)
-      stored = Number(await Effect.runPromise(reader.redis.send<string | null>("GET", `${prefix}rates:ip:192.0.2.4:${window}`)))
+    try {
+      const prefix = `test-${randomUUID()}:`
+      const { counts } = await instance(prefix, redis.url)
+      for (let i = 0; i < 5; i++) expect((await take(counts, "rates:ip:192.0.2.4", 1_000)).allowed).toBe(true)
+      await sleep(300)
+      await redis.stop()
+      for (let i = 0; i < 7; i++) expect((await take(counts, "rates:ip:192.0.2.4", 1_000)).allowed).toBe(true)
+      // The same port, an empty Redis: the unsynced 7 arrive once the client has reconnected.
+      await redis.start()
+      const window = Math.floor(Date.now() / 60_000)
+      const reader = await connect(redis.url)
+      let stored = 0
+      for (let i = 0; i < 60 && stored !== 7; i++) {
+        await sleep(100)
+        stored = Number(await Effect.runPromise(reader.redis.send<string | null>("GET", `${prefix}rates:ip:192.0.2.4:${window}`)))
+      }
+      expect(stored).toBe(7)
+    } finally {
+      // Its own server: left running, it outlived the run (one redis-server per npm test).
+      await redis.stop()
     }
-    expect(stored).toBe(7)
   }, 30_000)
 })
