@@ -241,7 +241,7 @@ const served = <A>(entry: Entry<A>, freshness: Freshness): Served<A> =>
   ({ value: entry.value, storedAt: entry.storedAt, stale: false, holdsUntil: freshness === "fresh" ? entry.refreshAt : freshness === "due" ? entry.freshUntil : 0 })
 const lastGood = <A>(entry: Entry<A>): Served<A> => ({ value: entry.value, storedAt: entry.storedAt, stale: true, holdsUntil: 0 })
 
-/** How long one instance may load a shared list before another may (its calls take seconds each). */
+/** A shared list's lease: lapses this long after its holder last renewed it (its calls take seconds each). */
 const LEASE_MS = 60_000
 /** The shortest wait between two loads of a list on its schedule. */
 const MIN_RELOAD_WAIT_MS = 100
@@ -283,7 +283,7 @@ export const makeHeldList = <A, I = any>(options: HeldListOptions<A, I>): Effect
       return value
     })
 
-    /** The copy another instance stored, else one loaded here: under the lease, or after a minute waiting for it. */
+    /** The copy another instance stored, else one loaded here: under the lease (renewed while the load runs), or alone. */
     const loadShared = underLease(store, options.key, LEASE_MS, UNANSWERED_CLAIMS_ALONE.list, Effect.map(adoptShared, (fresh) => fresh ? held!.value : undefined), loadHere)
 
     const noteFailure = (error: SourceError) =>

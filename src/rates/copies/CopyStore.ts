@@ -66,12 +66,13 @@ export class CopyStore extends Context.Service<CopyStore, CopyStoreShape>()("app
 }
 
 const LEASE_POLL_MS = 250
+const MOST_LEASES_WAITED = 5 // a waiter's longest wait, in leases: a holder whose load never ends keeps renewing it
 
 /**
- * One instance at a time runs `load` (fetch and store) for `key`, under the store's lease (`leaseMs` at most, released
- * once the copy is stored); while another holds it, or when it stored one just before, what `adopt` finds stored is
- * taken instead (polled), and the lease is asked for again (its holder may have failed). Past `leaseMs`, or after
- * `alone` claims in a row the store did not answer (redisDown.ts), `load` runs here without it.
+ * One instance at a time runs `load` (fetch and store) for `key`, under the store's lease (`leaseMs` to live, renewed
+ * while the load runs, released once the copy is stored); while another holds it, or when it stored one just before,
+ * what `adopt` finds stored is taken instead (polled), and the lease is asked again (a failed holder's lapses). After
+ * `alone` claims in a row the store did not answer (redisDown.ts), or `MOST_LEASES_WAITED` leases' time, `load` runs alone.
  */
 export const underLease = <A, E>(
   store: CopyStoreShape,
@@ -89,14 +90,16 @@ export const underLease = <A, E>(
     for (let waited = 0, unanswered = 0; claimed !== "taken"; waited += LEASE_POLL_MS) {
       // A claim not answered in time (a slow store, a busy process) may have taken the lease: asked again, it is found ours.
       unanswered = claimed === "no answer" ? unanswered + 1 : 0
-      if (waited >= leaseMs || unanswered >= alone) break
+      if (waited >= MOST_LEASES_WAITED * leaseMs || unanswered >= alone) break
       yield* Effect.sleep(Duration.millis(LEASE_POLL_MS))
       const adopted = yield* adopt
       if (adopted !== undefined) return adopted
       claimed = yield* claim
     }
+    // Ours, the lease is renewed (claimed again: ours, it is extended) every third of its time while the load runs.
+    const loaded = claimed === "taken" ? Effect.scoped(Effect.andThen(Effect.forkScoped(Effect.forever(Effect.andThen(Effect.sleep(Duration.millis(leaseMs / 3)), claim))), load)) : load
     // Released however the load ends, also when run without the lease (a late claim may have taken it).
-    return yield* Effect.ensuring(Effect.flatMap(adopt, (stored) => stored !== undefined ? Effect.succeed(stored) : load), store.release?.(lease, holder) ?? Effect.void)
+    return yield* Effect.ensuring(Effect.flatMap(adopt, (stored) => stored !== undefined ? Effect.succeed(stored) : loaded), store.release?.(lease, holder) ?? Effect.void)
   })
 
 /** Kind of entry for metrics, a closed set: `rates:v2:chart:bitcoin:usd` → `chart`. */

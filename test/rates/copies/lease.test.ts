@@ -2,15 +2,17 @@
  * A shared load's lease over a real Redis (copies/Copies.ts `underLease`, CopyStore.ts `claim`), in real time: a claim
  * answered after the store's bound (a busy process, a slow Redis) is not a lease held here, so an instance whose claim
  * was late does not load what another is loading (a small plan's start-up: test/scale/rates-state.test.ts finding 4
- * failed so in CI); a lease taken by a late answer is found its own; a Redis that answers nothing lets each load alone.
+ * failed so in CI); a lease taken by a late answer is found its own; a Redis that answers nothing lets each load alone;
+ * a load that outlasts the lease keeps it (renewed), so another instance waits for its copy instead of loading again.
  */
 import { NodeRedis } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Layer, Schema } from "effect"
+import { Duration, Effect, Fiber, Layer, Schema } from "effect"
 import { Redis } from "effect/persistence"
 import { CopyStore } from "../../../src/rates/copies/CopyStore.ts"
-import { makeHeldList } from "../../../src/rates/copies/Copies.ts"
-import { spendingUntil } from "../../../src/rates/upstream.ts"
+import { makeCopies, makeHeldList } from "../../../src/rates/copies/Copies.ts"
+import { freshFor } from "../../../src/rates/copies/entry.ts"
+import { Charge, spendingUntil } from "../../../src/rates/upstream.ts"
 import { refusingRedis } from "../../support/redis.ts"
 
 const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
@@ -83,5 +85,32 @@ describe("a shared load's lease over Redis", () => {
       yield* Effect.sleep("3 seconds")
       assert.deepStrictEqual([one.calls.count, two.calls.count], [1, 1])
       assert.isTrue((yield* two.get)._tag === "Some")
+    }).pipe(Effect.scoped))
+
+  it.live("a load longer than its lease keeps the lease: the other instance waits for its copy, one call in all", () =>
+    Effect.gen(function*() {
+      const prefix = prefixOf("renewed")
+      const calls: Array<string> = []
+      // A 600 ms lease and a fetch of 2 s: unrenewed, the lease expires mid-load and the second instance loads too.
+      const copiesOf = Effect.gen(function*() {
+        const context = yield* Layer.build(CopyStore.layerRedis({ prefix }).pipe(Layer.provide(connection)))
+        return yield* makeCopies<number>({
+          name: "tickers",
+          source: "coinbase",
+          value: Schema.Finite,
+          timing: () => freshFor(Duration.minutes(1)),
+          fetch: (keys) => Effect.sleep("2 seconds").pipe(Effect.andThen(Effect.sync(() => (calls.push(...keys), keys.map((key) => [key, key.length] as const))))),
+          onFailure: { lastGoodMs: 0, retryMs: 1_000 },
+          loadLeaseMs: 600
+        }).pipe(Effect.provide(context))
+      })
+      const [a, b] = yield* Effect.all([copiesOf, copiesOf])
+      const charge = Charge.request("ip:192.0.2.1")
+      const read = (copies: typeof a) => copies.get("btc").pipe(spendingUntil(Date.now() + 10_000, charge), Effect.map((served) => served.value))
+      const first = yield* Effect.forkChild(read(a), { startImmediately: true })
+      yield* Effect.sleep("100 millis")
+      const second = yield* read(b)
+      assert.deepStrictEqual([yield* Fiber.join(first), second], [3, 3])
+      assert.deepStrictEqual(calls, ["btc"], "one fetch while the first instance's load outlasts its lease")
     }).pipe(Effect.scoped))
 })
