@@ -10,6 +10,8 @@ import type { Socket } from "effect/socket"
 import type { DurableCell } from "../platform/durableCell/DurableCell.ts"
 import { Leadership } from "../platform/leadership/Leadership.ts"
 import * as LeadershipRedis from "../platform/leadership/redis.ts"
+import { ProcessCount } from "../platform/processCount/ProcessCount.ts"
+import * as ProcessCountRedis from "../platform/processCount/redis.ts"
 import { RatesAnswerMemo } from "./answer.ts"
 import { CoinbaseClient } from "./coinbase/CoinbaseClient.ts"
 import { CoinbaseConfig } from "./coinbase/CoinbaseConfig.ts"
@@ -65,7 +67,7 @@ type Needs = HttpClient.HttpClient | Socket.WebSocketConstructor | DurableCell |
 /** One instance over the copies given (tests: one they can age): budgets and breakers in memory; also the month's budget. */
 export const layerOverStore: Layer.Layer<RatesProvider | MonthlyBudget, never, Needs | CopyStore> = layerOverCoinGecko.pipe(
   Layer.provide(CoinGeckoClient.layer),
-  Layer.provideMerge(MonthlyBudget.layer)
+  Layer.provideMerge(MonthlyBudget.layer.pipe(Layer.provide(Layer.unwrap(Effect.map(CoinGeckoConfig, (config) => ProcessCount.layerLocal(config.workers))))))
 )
 
 /** One instance, its configuration given: copies in memory too. */
@@ -73,10 +75,12 @@ export const layerConfigured: Layer.Layer<RatesProvider | MonthlyBudget, never, 
 
 /** Several instances: copies, lists, budgets and breakers shared in Redis under `keyPrefix`; one holds the feed (feed/relay.ts). */
 export const layerRedisConfigured = (keyPrefix: string): Layer.Layer<RatesProvider | MonthlyBudget, never, Needs | Redis.Redis> => {
-  const guards = Layer.unwrap(Effect.map(CoinGeckoConfig, (config) => layerGuardStoresRedis({ prefix: keyPrefix, workers: config.workers })))
+  const processes = Layer.unwrap(Effect.map(CoinGeckoConfig, (config) => ProcessCountRedis.layerRedis({ prefix: keyPrefix, workers: config.workers })))
+  const guards = layerGuardStoresRedis({ prefix: keyPrefix })
   return wired(CoinbaseClient.layerNoDeps.pipe(Layer.provide(guards)), LeadershipRedis.layerRedis({ prefix: keyPrefix })).pipe(
     Layer.provide(Layer.mergeAll(CoinGeckoClient.layerNoDeps.pipe(Layer.provide(guards)), CopyStore.layerRedis({ prefix: `${keyPrefix}rates-cache:` }))),
-    Layer.provideMerge(MonthlyBudget.layer)
+    Layer.provideMerge(MonthlyBudget.layer),
+    Layer.provide(processes)
   )
 }
 

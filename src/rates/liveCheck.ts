@@ -3,6 +3,7 @@ import { Clock, Duration, Effect, Fiber, Layer, Queue } from "effect"
 import type { HttpClient } from "effect/http"
 import type { Socket } from "effect/socket"
 import { layerMemory as durableCellMemory } from "../platform/durableCell/memory.ts"
+import { ProcessCount } from "../platform/processCount/ProcessCount.ts"
 import { CoinbaseClient } from "./coinbase/CoinbaseClient.ts"
 import { CoinbaseConfig } from "./coinbase/CoinbaseConfig.ts"
 import { type FeedSink, runFeed } from "./coinbase/feed/connection.ts"
@@ -40,7 +41,7 @@ const coinGecko = Effect.gen(function*() {
     check("coingecko", "GET /coins/bitcoin/market_chart/range (7 days)", client.marketChartRange("bitcoin", "usd", Math.floor((now - 7 * DAY_MS) / 1000), Math.floor(now / 1000)), (points) => `${points.length} daily points`)
   ])
 }).pipe(
-  Effect.provide(CoinGeckoClient.layer.pipe(Layer.provideMerge(MonthlyBudget.layer), Layer.provide(durableCellMemory)))
+  Effect.provide(CoinGeckoClient.layer.pipe(Layer.provideMerge(MonthlyBudget.layer), Layer.provide(Layer.merge(durableCellMemory, ProcessCount.layerLocal(1)))))
 )
 
 /** `seconds` of the feed, as the service reads it, on the majors Coinbase lists. */

@@ -6,14 +6,15 @@
  *     the key; a write is kept here only; a shared load's lease not answered is asked again, and after four such
  *     claims in a row each instance loads a list alone, at once a request's copy (CopyStore.ts `underLease`).
  *   - The minute's buckets (CoinGecko's calls a minute, Coinbase's 10 a second: `layerGuardStoresRedis`): this
- *     process's share of each limit (`processShare`, the limit over WEB_CONCURRENCY), counted in memory.
+ *     process's share of each limit (over the processes last seen sharing Redis: platform/processCount), in memory.
  *   - The breakers (`layerGuardStoresRedis`): Effect's CircuitBreaker admits the calls its store cannot record.
  *   - CoinGecko's month of credits (coingecko/credits/MonthlyBudget.ts): this process's own ledger, empty at first,
- *     filling at its share of the month's pace (monthlyCredits.ts `shareOf`), added to the shared one afterwards.
+ *     filling at its share of the month's pace (`shareOf`, the same count), added to the shared one afterwards.
  *   - Coinbase's feed (src/platform/leadership/redis.ts): each instance holds a connection of its own.
  */
 import { Duration, Effect, Layer } from "effect"
 import { CircuitBreaker, RateLimiter } from "effect/persistence"
+import { ProcessCount, type ProcessCountShape } from "../platform/processCount/ProcessCount.ts"
 import { consumeWithFallback } from "../platform/sharedRateLimiter.ts"
 
 const STORE_BOUND_MS = 250
@@ -28,23 +29,20 @@ export const whenStoreFails = <A, E>(what: string, effect: Effect.Effect<A, E>, 
     Effect.catch((error) => Effect.as(Effect.logWarning(`rates cache: Redis ${what} failed; carrying on without it`, String(error)), undefined).pipe(Effect.map(fallback)))
   )
 
-/** One process's share of a limit the instances share: `limit` over the host's `workers`, at least 1. */
-const processShare = (limit: number, workers: number) => Math.max(1, Math.floor(limit / workers))
-
 /** A limiter over `shared` that counts this process's share of each limit in memory while `shared` fails. */
-export const limiterOrShare = (shared: RateLimiter.RateLimiter, workers: number): Effect.Effect<RateLimiter.RateLimiter> =>
+export const limiterOrShare = (shared: RateLimiter.RateLimiter, processes: ProcessCountShape): Effect.Effect<RateLimiter.RateLimiter> =>
   Effect.map(RateLimiter.make.pipe(Effect.provide(RateLimiter.layerStoreMemory)), (memory) => ({
     ...shared,
-    consume: consumeWithFallback({ shared, memory, label: "rates: upstream budget", share: (limit) => processShare(limit, workers), storeTimeoutMs: STORE_BOUND_MS })
+    consume: consumeWithFallback({ shared, memory, label: "rates: upstream budget", processes, storeTimeoutMs: STORE_BOUND_MS })
   }))
 
 /** The sources' buckets and breakers shared by every instance through Redis, under `prefix`, as above when it fails. */
-export const layerGuardStoresRedis = (options: { readonly prefix: string; readonly workers: number }) =>
+export const layerGuardStoresRedis = (options: { readonly prefix: string }) =>
   Layer.mergeAll(
     Layer.effect(
       RateLimiter.RateLimiter,
       Effect.flatMap(RateLimiter.make.pipe(Effect.provide(RateLimiter.layerStoreRedis({ prefix: `${options.prefix}ratelimiter:` }))), (shared) =>
-        limiterOrShare(shared, options.workers))
+        Effect.flatMap(Effect.service(ProcessCount), (processes) => limiterOrShare(shared, processes)))
     ),
     CircuitBreaker.layerStoreRedis({ prefix: `${options.prefix}circuitbreaker:` })
   )

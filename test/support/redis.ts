@@ -1,9 +1,11 @@
 /**
- * A private `redis-server` for a test (a port of its own, nothing saved), stopped by the caller; or a Redis that is down.
+ * A private `redis-server` for a test (a port of its own, nothing saved), stopped by the caller; or a Redis that is down,
+ * at once or while a test says so.
  * Without redis-server on the PATH it fails at once saying what to install, instead of an
  * uncaught spawn error and a timeout.
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import * as NodeRedis from "@effect/platform-node/NodeRedis"
 import { Effect, Layer } from "effect"
 import { Redis } from "effect/persistence"
 
@@ -59,3 +61,20 @@ export const refusingRedis = Layer.succeed(Redis.Redis)(Redis.Redis.of({
   subscribe: () => Effect.die("not used: pub/sub"),
   reserve: Effect.die("not used: reserved connections")
 }))
+
+/** The Redis provided, each command passed through `around` (answered late, refused): a Redis as a test has it misbehave. */
+export const aroundRedis = (around: <A>(command: Effect.Effect<A, Redis.RedisError>) => Effect.Effect<A, Redis.RedisError>) =>
+  Layer.effect(Redis.Redis, Effect.map(Effect.service(Redis.Redis), (redis) =>
+    Redis.Redis.of({
+      ...redis,
+      send: (command, ...args) => around(redis.send(command, ...args)),
+      eval: (script) => {
+        const run = redis.eval(script)
+        return (...params) => around(run(...params))
+      }
+    })))
+
+/** The machine's Redis (REDIS_URL), refusing every command while `outage.on`, as one that went down does. */
+export const refusingWhile = (outage: { on: boolean }) =>
+  aroundRedis((command) => Effect.suspend(() => outage.on ? Effect.fail(new Redis.RedisError({ cause: new Error("connection refused") })) : command))
+    .pipe(Layer.provide(NodeRedis.layer({ url: process.env.REDIS_URL ?? "redis://127.0.0.1:6379" })))

@@ -12,7 +12,8 @@ import { Context, Duration, Effect, Layer, Logger } from "effect"
 import type { Redis } from "effect/persistence"
 import { CoinbaseClient, type CoinbaseClientShape } from "../../../src/rates/coinbase/CoinbaseClient.ts"
 import { layerGuardStoresRedis } from "../../../src/rates/redisDown.ts"
-import { refusingRedis } from "../../support/redis.ts"
+import * as ProcessCountRedis from "../../../src/platform/processCount/redis.ts"
+import { refusingRedis, refusingWhile } from "../../support/redis.ts"
 import type { SourceError } from "../../../src/rates/upstream.ts"
 import { CoinbaseConfig } from "../../../src/rates/coinbase/CoinbaseConfig.ts"
 import { configFrom } from "../../support/config.ts"
@@ -258,7 +259,9 @@ describe("Coinbase's public limit across instances (REDIS_URL)", () => {
   /** One instance behind the same address: its own client, the bucket and breaker in `redis` (one of `workers` on its host). */
   const instance = (keyPrefix: string, redis: Layer.Layer<Redis.Redis, unknown> = NodeRedis.layer({ url: redisUrl }), workers = 1) =>
     Layer.build(CoinbaseClient.layerNoDeps.pipe(
-      Layer.provide(layerGuardStoresRedis({ prefix: keyPrefix, workers })),
+      Layer.provide(layerGuardStoresRedis({ prefix: keyPrefix })),
+      // Marked present every 200 ms (10 s in service): the test need not wait for the instances to see each other.
+      Layer.provide(ProcessCountRedis.layerRedis({ prefix: keyPrefix, workers, markMs: 200 })),
       Layer.provide(CoinbaseConfig.layerWith({}).pipe(Layer.provide(configFrom({ COINBASE_BASE_URL: emulator.url })))),
       Layer.provide(Layer.merge(upstreamHttp, redis))
     ))
@@ -297,4 +300,16 @@ describe("Coinbase's public limit across instances (REDIS_URL)", () => {
       // Two buckets of 5: 5 each at once, then one each every 200 ms.
       assert.isAtLeast(yield* burstAcross([Context.get(a!, CoinbaseClient), Context.get(b!, CoinbaseClient)]), 2_800)
     }).pipe(Effect.scoped))
+
+  it.live("with Redis down, two hosts of one worker each that saw each other in Redis keep half the bucket each: no 429", () =>
+    Effect.gen(function*() {
+      const keyPrefix = `test-coinbase-${randomUUID()}:`
+      const outage = { on: false }
+      const [a, b] = yield* Effect.all([instance(keyPrefix, refusingWhile(outage)), instance(keyPrefix, refusingWhile(outage))])
+      yield* Effect.sleep("600 millis")
+      outage.on = true
+      // Each counted the whole bucket alone before: 20 calls at once, Coinbase's 10 a second passed (429s).
+      assert.isAtLeast(yield* burstAcross([Context.get(a!, CoinbaseClient), Context.get(b!, CoinbaseClient)]), 2_800)
+    }).pipe(Effect.scoped))
 })
+

@@ -22,7 +22,7 @@ const storeDown = Layer.mergeAll(
     consume: () => Effect.fail(new RateLimiter.RateLimiterError({ reason: new RateLimiter.RateLimitStoreError({ message: "connection refused" }) })),
     adaptiveConsume: () => Effect.die("unused"),
     adaptiveFeedback: () => Effect.die("unused")
-  }, 4)),
+  }, { current: () => 4 })),
   CircuitBreaker.layerStoreMemory()
 )
 

@@ -200,14 +200,14 @@ describe("a ledger store that fails: closed on credits (issue 27, finding 1)", (
       yield* TestClock.setTime(NOW)
       const store = storeCell({ now: NOW })
       store.setDown(true)
-      const budget = yield* makeMonthlyBudget(DEMO, store.cell, { workers: 4 })
+      const budget = yield* makeMonthlyBudget(DEMO, store.cell, { processes: { current: () => 4 } })
       assert.strictEqual(yield* spendAll(budget, "cold"), 0, "a process that never read the store starts empty")
       // An hour: a quarter of the cold part's pace (the other parts fill first, empty as they start).
       yield* TestClock.adjust(`${60 * MINUTE} millis`)
       const hour = yield* spendAll(budget, "cold")
       assert.isAtMost(hour, Math.ceil((60 * MINUTE * DEMO.ratePerMs) / 4))
       // A replaced worker (a new process) starts empty again, not with a reserve.
-      const replaced = yield* makeMonthlyBudget(DEMO, store.cell, { workers: 4 })
+      const replaced = yield* makeMonthlyBudget(DEMO, store.cell, { processes: { current: () => 4 } })
       assert.strictEqual(yield* spendAll(replaced, "cold"), 0)
       assert.strictEqual(yield* spendAll(replaced, "lists"), 0)
     }))
@@ -217,7 +217,7 @@ describe("a ledger store that fails: closed on credits (issue 27, finding 1)", (
       yield* TestClock.setTime(NOW)
       const clock = { now: NOW }
       const store = storeCell(clock)
-      const budget = yield* makeMonthlyBudget(DEMO, store.cell, { workers: 2 })
+      const budget = yield* makeMonthlyBudget(DEMO, store.cell, { processes: { current: () => 2 } })
       for (let i = 0; i < 100; i++) yield* budget.spend("cold")
       store.setDown(true)
       // A request meets the outage: the process's own ledger starts, empty.

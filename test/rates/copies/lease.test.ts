@@ -8,29 +8,18 @@
 import { NodeRedis } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Layer, Schema } from "effect"
-import { Redis } from "effect/persistence"
+import type { Redis } from "effect/persistence"
 import { CopyStore } from "../../../src/rates/copies/CopyStore.ts"
 import { makeCopies, makeHeldList } from "../../../src/rates/copies/Copies.ts"
 import { freshFor } from "../../../src/rates/copies/entry.ts"
 import { Charge, spendingUntil } from "../../../src/rates/upstream.ts"
-import { refusingRedis } from "../../support/redis.ts"
+import { aroundRedis, refusingRedis } from "../../support/redis.ts"
 
 const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
 
 /** Commands sent before `until` (epoch ms) are carried out at once but answered `lateMs` late, past the store's 250 ms. */
 const stalledUntil = (until: number, lateMs = 300) =>
-  Layer.effect(Redis.Redis, Effect.map(Effect.service(Redis.Redis), (redis) => {
-    const late = <A, E>(command: Effect.Effect<A, E>) =>
-      Effect.suspend(() => Date.now() < until ? Effect.tap(command, () => Effect.sleep(Duration.millis(lateMs))) : command)
-    return Redis.Redis.of({
-      ...redis,
-      send: (command, ...args) => late(redis.send(command, ...args)),
-      eval: (script) => {
-        const run = redis.eval(script)
-        return (...params) => late(run(...params))
-      }
-    })
-  }))
+  aroundRedis((command) => Effect.suspend(() => Date.now() < until ? Effect.tap(command, () => Effect.sleep(Duration.millis(lateMs))) : command))
 
 /** One instance's list, loaded through its own store; `loadMs`: how long its source takes. */
 const instance = (prefix: string, redis: Layer.Layer<Redis.Redis, Redis.RedisError>, loadMs: number) =>

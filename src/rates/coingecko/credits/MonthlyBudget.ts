@@ -2,11 +2,12 @@
  * CoinGecko's monthly credits at the month's even pace (monthlyCredits.ts), in a DurableCell on the store's clock:
  * restarts and instances add no credit. A call's credit is held in flight, given back when not billed (not 200:
  * CONTRACT C4 "Over a month", amended). Fail closed: while the store fails, a process spends from its own ledger,
- * empty at first, at its share of the pace (WEB_CONCURRENCY), settled into the shared one afterwards.
+ * empty at first, at its share of the pace (platform/processCount), settled into the shared one afterwards.
  */
 import { Clock, Context, Duration, Effect, Layer } from "effect"
 import type { RateLimiter } from "effect/persistence"
 import { DurableCell, type DurableCellShape } from "../../../platform/durableCell/DurableCell.ts"
+import { alone, ProcessCount, type ProcessCountShape } from "../../../platform/processCount/ProcessCount.ts"
 import { makeMemoryCell } from "../../../platform/durableCell/memory.ts"
 import { recordCredits } from "../../../observability/metrics.ts"
 import { type Charge, failWithFor, type SourceError } from "../../upstream.ts"
@@ -47,11 +48,11 @@ export class MonthlyBudget extends Context.Service<MonthlyBudget, {
   readonly snapshot: Effect.Effect<CreditSnapshot>
 }>()("app/rates/MonthlyBudget") {
   /** The plan's credits (COINGECKO_CALLS_PER_MONTH) in the DurableCell given. */
-  static readonly layer: Layer.Layer<MonthlyBudget, never, DurableCell | CoinGeckoConfig> = Layer.effect(
+  static readonly layer: Layer.Layer<MonthlyBudget, never, DurableCell | CoinGeckoConfig | ProcessCount> = Layer.effect(
     MonthlyBudget,
     Effect.gen(function*() {
       const config = yield* CoinGeckoConfig
-      return yield* makeMonthlyBudget(planFor(config.callsPerMonth, config.listsPerLoad), yield* DurableCell, { workers: config.workers })
+      return yield* makeMonthlyBudget(planFor(config.callsPerMonth, config.listsPerLoad), yield* DurableCell, { processes: yield* ProcessCount })
     })
   )
 
@@ -65,10 +66,11 @@ export const LEDGER = "coingecko-credits"
 const MAX_RACES = 16
 const sumOf = (owed: Owed) => owed.lists + owed.cold + owed.refresh
 
-export const makeMonthlyBudget = (plan: CreditPlan, cell: DurableCellShape, options: { readonly workers: number } = { workers: 1 }) =>
+export const makeMonthlyBudget = (plan: CreditPlan, cell: DurableCellShape, options: { readonly processes: ProcessCountShape } = { processes: alone }) =>
   Effect.gen(function*() {
-    const ownPlan = shareOf(plan, Math.max(1, options.workers))
-    // This process's own ledger while the store is away, and what it spent (or gave back) from it.
+    // While the store is away: this process's part of the plan (over the processes known when it went), its own ledger,
+    // and what it spent (or gave back) from it.
+    let ownPlan = shareOf(plan, options.processes.current())
     let local: CreditState | undefined
     let owed: Owed = NOTHING_OWED
     let lastSpent = 0
@@ -160,8 +162,10 @@ export const makeMonthlyBudget = (plan: CreditPlan, cell: DurableCellShape, opti
           taken = shared.success ?? { state: emptyState(yield* Clock.currentTimeMillis, lastSpent), granted: false, waitMs: 1_000 }
         } else {
           if (!storeDown) {
+            const sharing = options.processes.current()
+            ownPlan = shareOf(plan, sharing)
             yield* Effect.logWarning(
-              `rates: the credit ledger (${cell.store}) failed; spending this process's share of the pace (1/${options.workers}) meanwhile`,
+              `rates: the credit ledger (${cell.store}) failed; spending this process's share of the pace (1/${sharing}) meanwhile`,
               shared.failure.message
             )
           }
