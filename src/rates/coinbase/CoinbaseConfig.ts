@@ -35,6 +35,7 @@ export interface CoinbaseConfigShape extends SourceGuardConfig {
   readonly feedOpenTimeoutMs: number
   /** First wait before reconnecting; doubles with each end in a row, up to `feedMaxRetryMs` (jittered). */
   readonly feedFirstRetryMs: number
+  /** With the open timeout, under a minute: the feed is back within a minute of Coinbase's (C4), however long it was away. */
   readonly feedMaxRetryMs: number
   /** A connection that lasted this long starts the back-off over. */
   readonly feedStableMs: number
@@ -64,7 +65,7 @@ const coinbaseDefaults: Omit<CoinbaseConfigShape, "baseUrl" | "fallback" | "feed
   feedSilenceMs: 10_000,
   feedOpenTimeoutMs: 10_000,
   feedFirstRetryMs: 1_000,
-  feedMaxRetryMs: 60_000,
+  feedMaxRetryMs: 30_000,
   feedStableMs: 60_000,
   feedBatchMs: 500,
   feedAnnounceMs: 5_000,

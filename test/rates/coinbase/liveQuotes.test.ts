@@ -11,7 +11,8 @@ import { Clock, Effect, Layer } from "effect"
 import { afterAll, afterEach, beforeAll } from "vitest"
 import * as CoinbaseLiveQuotes from "../../../src/rates/coinbase/liveQuotes.ts"
 import { metricsText } from "../../../src/observability/metrics.ts"
-import type { CoinbaseConfigShape } from "../../../src/rates/coinbase/CoinbaseConfig.ts"
+import { type CoinbaseConfigShape, readCoinbaseConfig } from "../../../src/rates/coinbase/CoinbaseConfig.ts"
+import { configFrom } from "../../support/config.ts"
 import { CoinbaseProducts } from "../../../src/rates/coinbase/products.ts"
 import { Leadership } from "../../../src/platform/leadership/Leadership.ts"
 import { LiveQuotes, type WantedCoin } from "../../../src/rates/ports.ts"
@@ -220,4 +221,15 @@ describe("issue 32: the feed within Coinbase's limits", () => {
       assert.isAtLeast(attempts, 3)
       assert.isAtMost(attempts, 8)
     }).pipe(Effect.provide(liveQuotes({ feedMaxRetryMs: 1_600 }))), 15_000)
+})
+
+describe("the feed's back-off as configured", () => {
+  it.effect("however long Coinbase refused, the feed is back within a minute of its return: the longest wait and an open under 60 s", () =>
+    Effect.gen(function*() {
+      const config = yield* readCoinbaseConfig.pipe(Effect.provide(configFrom({})))
+      // A refusal just before Coinbase is back waits the whole back-off (jitter at its top), then opens the connection.
+      // At 60 s it came back after 62.3 s (test/e2e/rates-live-feed-faults.test.ts, refused: six refusals in 40 s).
+      assert.isBelow(config.feedMaxRetryMs + config.feedOpenTimeoutMs, 60_000)
+      assert.isAbove(config.feedMaxRetryMs, config.feedFirstRetryMs * 2 ** 4, "still a back-off that grows over several ends")
+    }))
 })
