@@ -66,13 +66,13 @@ export class CopyStore extends Context.Service<CopyStore, CopyStoreShape>()("app
 }
 
 const LEASE_POLL_MS = 250
-const MOST_LEASES_WAITED = 5 // a waiter's longest wait, in leases: a holder whose load never ends keeps renewing it
+const MOST_LEASES_HELD = 5 // a load renews its lease this many leases' time at most: one that hangs frees it
 
 /**
  * One instance at a time runs `load` (fetch and store) for `key`, under the store's lease (`leaseMs` to live, renewed
  * while the load runs, released once the copy is stored); while another holds it, or when it stored one just before,
  * what `adopt` finds stored is taken instead (polled), and the lease is asked again (a failed holder's lapses). After
- * `alone` claims in a row the store did not answer (redisDown.ts), or `MOST_LEASES_WAITED` leases' time, `load` runs alone.
+ * `alone` claims in a row the store did not answer (redisDown.ts), or two leases past the longest hold, `load` runs alone.
  */
 export const underLease = <A, E>(
   store: CopyStoreShape,
@@ -87,17 +87,19 @@ export const underLease = <A, E>(
     const holder = crypto.randomUUID()
     const claim = store.claim?.(lease, holder, Duration.millis(leaseMs)) ?? Effect.succeed<Claim>("taken")
     let claimed = yield* claim
-    for (let waited = 0, unanswered = 0; claimed !== "taken"; waited += LEASE_POLL_MS) {
+    const giveUpAt = (yield* Clock.currentTimeMillis) + (MOST_LEASES_HELD + 2) * leaseMs
+    for (let unanswered = 0; claimed !== "taken";) {
       // A claim not answered in time (a slow store, a busy process) may have taken the lease: asked again, it is found ours.
       unanswered = claimed === "no answer" ? unanswered + 1 : 0
-      if (waited >= MOST_LEASES_WAITED * leaseMs || unanswered >= alone) break
+      if ((yield* Clock.currentTimeMillis) >= giveUpAt || unanswered >= alone) break
       yield* Effect.sleep(Duration.millis(LEASE_POLL_MS))
       const adopted = yield* adopt
       if (adopted !== undefined) return adopted
       claimed = yield* claim
     }
     // Ours, the lease is renewed (claimed again: ours, it is extended) every third of its time while the load runs.
-    const loaded = claimed === "taken" ? Effect.scoped(Effect.andThen(Effect.forkScoped(Effect.forever(Effect.andThen(Effect.sleep(Duration.millis(leaseMs / 3)), claim))), load)) : load
+    const renewals = Effect.repeat(Effect.andThen(Effect.sleep(Duration.millis(leaseMs / 3)), claim), { times: 3 * (MOST_LEASES_HELD - 1) - 1 })
+    const loaded = claimed === "taken" ? Effect.scoped(Effect.andThen(Effect.forkScoped(renewals), load)) : load
     // Released however the load ends, also when run without the lease (a late claim may have taken it).
     return yield* Effect.ensuring(Effect.flatMap(adopt, (stored) => stored !== undefined ? Effect.succeed(stored) : loaded), store.release?.(lease, holder) ?? Effect.void)
   })

@@ -76,30 +76,57 @@ describe("a shared load's lease over Redis", () => {
       assert.isTrue((yield* two.get)._tag === "Some")
     }).pipe(Effect.scoped))
 
+  /** Copies of numbers over Redis under `prefix`, with a lease of `leaseMs`; `fetch` as the test has it answer. */
+  const copiesOver = (prefix: string, leaseMs: number, fetch: (keys: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<readonly [string, number]>>) =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(CopyStore.layerRedis({ prefix }).pipe(Layer.provide(connection)))
+      return yield* makeCopies<number>({
+        name: "tickers",
+        source: "coinbase",
+        value: Schema.Finite,
+        timing: () => freshFor(Duration.minutes(1)),
+        fetch,
+        onFailure: { lastGoodMs: 0, retryMs: 1_000 },
+        loadLeaseMs: leaseMs
+      }).pipe(Effect.provide(context))
+    })
+  const charge = Charge.request("ip:192.0.2.1")
+  const readWithin = (copies: Effect.Success<ReturnType<typeof copiesOver>>, ms: number) =>
+    copies.get("btc").pipe(spendingUntil(Date.now() + ms, charge), Effect.map((served) => served.value))
+
   it.live("a load longer than its lease keeps the lease: the other instance waits for its copy, one call in all", () =>
     Effect.gen(function*() {
       const prefix = prefixOf("renewed")
       const calls: Array<string> = []
       // A 600 ms lease and a fetch of 2 s: unrenewed, the lease expires mid-load and the second instance loads too.
-      const copiesOf = Effect.gen(function*() {
-        const context = yield* Layer.build(CopyStore.layerRedis({ prefix }).pipe(Layer.provide(connection)))
-        return yield* makeCopies<number>({
-          name: "tickers",
-          source: "coinbase",
-          value: Schema.Finite,
-          timing: () => freshFor(Duration.minutes(1)),
-          fetch: (keys) => Effect.sleep("2 seconds").pipe(Effect.andThen(Effect.sync(() => (calls.push(...keys), keys.map((key) => [key, key.length] as const))))),
-          onFailure: { lastGoodMs: 0, retryMs: 1_000 },
-          loadLeaseMs: 600
-        }).pipe(Effect.provide(context))
-      })
-      const [a, b] = yield* Effect.all([copiesOf, copiesOf])
-      const charge = Charge.request("ip:192.0.2.1")
-      const read = (copies: typeof a) => copies.get("btc").pipe(spendingUntil(Date.now() + 10_000, charge), Effect.map((served) => served.value))
-      const first = yield* Effect.forkChild(read(a), { startImmediately: true })
+      const fetch = (keys: ReadonlyArray<string>) =>
+        Effect.sleep("2 seconds").pipe(Effect.andThen(Effect.sync(() => (calls.push(...keys), keys.map((key) => [key, key.length] as const)))))
+      const [a, b] = yield* Effect.all([copiesOver(prefix, 600, fetch), copiesOver(prefix, 600, fetch)])
+      const first = yield* Effect.forkChild(readWithin(a, 10_000), { startImmediately: true })
       yield* Effect.sleep("100 millis")
-      const second = yield* read(b)
+      const second = yield* readWithin(b, 10_000)
       assert.deepStrictEqual([yield* Fiber.join(first), second], [3, 3])
       assert.deepStrictEqual(calls, ["btc"], "one fetch while the first instance's load outlasts its lease")
     }).pipe(Effect.scoped))
+
+  it.live("a load that never ends holds its lease five leases at most: then one other instance loads under it, the rest adopt its copy", () =>
+    Effect.gen(function*() {
+      const prefix = prefixOf("hung")
+      const calls: Array<string> = []
+      // The first fetch never answers; later ones at once.
+      const fetch = (keys: ReadonlyArray<string>) =>
+        Effect.suspend(() => {
+          calls.push(...keys)
+          return calls.length === 1 ? Effect.never : Effect.succeed(keys.map((key) => [key, key.length] as const))
+        })
+      const [a, b, c] = yield* Effect.all([copiesOver(prefix, 1_000, fetch), copiesOver(prefix, 1_000, fetch), copiesOver(prefix, 1_000, fetch)])
+      yield* Effect.forkChild(Effect.exit(readWithin(a, 1_000)), { startImmediately: true })
+      yield* Effect.sleep("200 millis")
+      const started = Date.now()
+      const [fromB, fromC] = yield* Effect.all([readWithin(b, 15_000), readWithin(c, 15_000)], { concurrency: 2 })
+      assert.deepStrictEqual([fromB, fromC], [3, 3])
+      // Renewed forever, the lease kept both waiting until they gave up, and each then loaded alone: three fetches.
+      assert.deepStrictEqual(calls, ["btc", "btc"], "the hung load, then one other under the lease")
+      assert.isAtLeast(Date.now() - started, 3_500, "the lease held past its second while the first load ran")
+    }).pipe(Effect.scoped), 30_000)
 })
