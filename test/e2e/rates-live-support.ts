@@ -7,7 +7,7 @@
 import { expect } from "vitest"
 import { type CoinbaseEmulator, startCoinbaseEmulator } from "../emulators/coinbase.ts"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
-import { startRedis } from "../support/redis.ts"
+import { startRedisOnFreePort } from "../support/redis.ts"
 import { LANDING_PAGE } from "../support/simulatedMonth.ts"
 import { freePort, type ServiceProcess, spawnService, tempDataDir } from "../support/spawn.ts"
 
@@ -62,8 +62,9 @@ export const startLiveRig = async (options: {
 }): Promise<LiveRig> => {
   const coingecko = await startCoinGeckoEmulator({ host: "127.0.0.1" })
   const coinbase = await startCoinbaseEmulator({ host: "127.0.0.1" })
-  const redisPort = options.redis ? await freePort() : undefined
-  const redis = redisPort === undefined ? undefined : await startRedis(redisPort)
+  const started = options.redis ? await startRedisOnFreePort() : undefined
+  const redisPort = started?.port
+  const redis = started?.child
   const services: Array<ServiceProcess> = []
   const metricsPorts: Array<number> = []
   const close = async () => {

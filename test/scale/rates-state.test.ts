@@ -15,8 +15,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { curatedCoins } from "../../src/rates/symbols.ts"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { emulatedCoinById, emulatedCurrencies, emulatedPrice } from "../emulators/coingecko-data.ts"
-import { startRedis } from "../support/redis.ts"
-import { freePort, type ServiceProcess, spawnService, tempDataDir } from "../support/spawn.ts"
+import { startRedisOnFreePort } from "../support/redis.ts"
+import { type ServiceProcess, spawnService, tempDataDir } from "../support/spawn.ts"
 import { freshDatabase, runSql } from "./support.ts"
 
 const NOW = Date.UTC(2026, 10, 22, 10)
@@ -67,8 +67,7 @@ const count = (statuses: ReadonlyArray<number>) => {
 
 describe("a store outage spends at most the reserve's share plus the pace (finding 1)", () => {
   it("four workers on Redis, Redis stopped, 100 requests for new pairs from 100 addresses", async () => {
-    const port = await freePort()
-    const redis = await startRedis(port)
+    const { child: redis, port } = await startRedisOnFreePort()
     try {
       const service = await start({ WEB_CONCURRENCY: "4", REDIS_URL: `redis://127.0.0.1:${port}`, COINGECKO_CALLS_PER_MONTH: "1000" })
       expect((await ask(service, { cryptos: ["BTC"], days: 3 })).status).toBe(200)

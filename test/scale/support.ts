@@ -8,15 +8,16 @@ import { randomUUID } from "node:crypto"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Redacted } from "effect"
 import * as Reactivity from "effect/reactivity/Reactivity"
-import { startRedis as startRedisServer } from "../support/redis.ts"
+import { startRedis as startRedisServer, startRedisOnFreePort } from "../support/redis.ts"
 import { childEnv, freePort, tempDataDir } from "../support/spawn.ts"
 
 const run = promisify(execFile)
 
-/** A redis-server on a free port, without persistence; `stop` kills it, `start` brings it back empty. */
+/** A redis-server on a free port, without persistence; `stop` kills it, `start` brings it back empty (on its port). */
 export const startRedis = async () => {
-  const port = await freePort()
-  let child: ChildProcess | undefined
+  const first = await startRedisOnFreePort()
+  const port = first.port
+  let child: ChildProcess | undefined = first.child
   const start = async () => {
     child = await startRedisServer(port)
   }
@@ -28,7 +29,6 @@ export const startRedis = async () => {
     current.kill("SIGKILL")
     await exited
   }
-  await start()
   return { url: `redis://127.0.0.1:${port}`, port, start, stop }
 }
 

@@ -6,8 +6,8 @@
 import type { ChildProcess } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import { afterAll, describe, expect, it } from "vitest"
-import { startRedis as startPrivateRedis } from "../support/redis.ts"
-import { freePort, type ServiceProcess, spawnService } from "../support/spawn.ts"
+import { startRedisOnFreePort } from "../support/redis.ts"
+import { type ServiceProcess, spawnService } from "../support/spawn.ts"
 
 const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
 const LIMIT = 4
@@ -32,10 +32,10 @@ const wrongSecret = (service: ServiceProcess) =>
     return res.status
   })
 
-const startRedis = async (port: number) => {
-  const child = await startPrivateRedis(port)
-  redises.push(child)
-  return child
+const startRedis = async () => {
+  const started = await startRedisOnFreePort()
+  redises.push(started.child)
+  return started
 }
 
 describe("failed token requests across instances", () => {
@@ -53,8 +53,7 @@ describe("failed token requests across instances", () => {
   })
 
   it("count in memory while Redis is away", async () => {
-    const port = await freePort()
-    const redis = await startRedis(port)
+    const { child: redis, port } = await startRedis()
     const service = await spawnService({ REDIS_URL: `redis://127.0.0.1:${port}`, OAUTH_MAX_FAILURES_PER_MIN: String(LIMIT) })
     running.push(service)
     redis.kill("SIGKILL")

@@ -9,7 +9,7 @@ import { chmodSync, existsSync, mkdirSync, utimesSync, writeFileSync } from "nod
 import { createServer, type Server } from "node:net"
 import { dirname, join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { redisCommand, startRedis } from "../support/redis.ts"
+import { redisCommand, startRedis, startRedisOnFreePort } from "../support/redis.ts"
 import { childEnv, freePort, type ServiceProcess, spawnService, tempDataDir, unprivileged, unprivilegedCanRunNode } from "../support/spawn.ts"
 
 const running: Array<ServiceProcess> = []
@@ -108,8 +108,8 @@ describe("a start-up that cannot succeed stops at once with one line", () => {
   })
 
   it("Redis refusing the password in REDIS_URL", async () => {
-    const port = await freePort()
-    redises.push(await startRedis(port, ["--requirepass", "right-password"]))
+    const { child, port } = await startRedisOnFreePort(["--requirepass", "right-password"])
+    redises.push(child)
     const failed = await startFailing({ REDIS_URL: `redis://:wrong-password@127.0.0.1:${port}` })
     expect(failed.code).toBe(1)
     expect(failed.stderr).toMatch(/^Invalid configuration:\n {2}- REDIS_URL: Redis refused the credentials \(WRONGPASS/)

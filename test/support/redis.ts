@@ -8,6 +8,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import * as NodeRedis from "@effect/platform-node/NodeRedis"
 import { Effect, Layer } from "effect"
 import { Redis } from "effect/persistence"
+import { freePort } from "./spawn.ts"
 
 export const startRedis = (port: number, extraArgs: ReadonlyArray<string> = []) =>
   new Promise<ChildProcess>((resolve, reject) => {
@@ -32,7 +33,27 @@ export const startRedis = (port: number, extraArgs: ReadonlyArray<string> = []) 
         resolve(child)
       }
     })
+    // Ended before it was ready (its port taken, a bad argument): said at once, with what it printed.
+    child.once("exit", (code) => {
+      clearTimeout(timer)
+      reject(new Error(`redis-server exited (${code}) before it was ready: ${out}`))
+    })
   })
+
+/**
+ * A private redis-server on a port free when picked: picked again when another process took it before redis-server
+ * bound it (two processes asking the system for a free port at once may both be handed the same one).
+ */
+export const startRedisOnFreePort = async (extraArgs: ReadonlyArray<string> = []): Promise<{ readonly child: ChildProcess; readonly port: number }> => {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort()
+    try {
+      return { child: await startRedis(port, extraArgs), port }
+    } catch (error) {
+      if (attempt >= 5 || !/Address already in use/.test(String(error))) throw error
+    }
+  }
+}
 
 /** Sends one command in RESP and resolves with its one-line reply (PING, DBSIZE, SET...). */
 export const redisCommand = async (port: number, ...args: ReadonlyArray<string>) => {
