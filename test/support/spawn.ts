@@ -66,8 +66,22 @@ export const OFFLINE_UPSTREAMS = {
   COINBASE_WS_URL: "none"
 } as const
 
-/** Starts the service and waits until it listens; rejects with its output if it exits first. */
+/**
+ * Starts the service and waits until it listens; rejects with its output if it exits first. Its free port taken by
+ * another process before the service bound it (two processes asking for a free port at once may be handed the same
+ * one), it is started again on another, unless the test chose the port (PORT in `env`).
+ */
 export const spawnService = async (env: Record<string, string>, timeoutMs = 20_000): Promise<ServiceProcess> => {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await spawnServiceOnce(env, timeoutMs)
+    } catch (error) {
+      if (attempt >= 5 || env.PORT !== undefined || !/PORT: \d+ is already in use/.test(String(error))) throw error
+    }
+  }
+}
+
+const spawnServiceOnce = async (env: Record<string, string>, timeoutMs: number): Promise<ServiceProcess> => {
   const port = await freePort()
   const child = spawn(process.execPath, ["src/main.ts"], {
     env: {
