@@ -8,7 +8,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import * as NodeRedis from "@effect/platform-node/NodeRedis"
 import { Effect, Layer } from "effect"
 import { Redis } from "effect/persistence"
-import { freePort } from "./spawn.ts"
+import { freePort, onAnotherPortIfTaken } from "./spawn.ts"
 
 export const startRedis = (port: number, extraArgs: ReadonlyArray<string> = []) =>
   new Promise<ChildProcess>((resolve, reject) => {
@@ -40,20 +40,12 @@ export const startRedis = (port: number, extraArgs: ReadonlyArray<string> = []) 
     })
   })
 
-/**
- * A private redis-server on a port free when picked: picked again when another process took it before redis-server
- * bound it (two processes asking the system for a free port at once may both be handed the same one).
- */
-export const startRedisOnFreePort = async (extraArgs: ReadonlyArray<string> = []): Promise<{ readonly child: ChildProcess; readonly port: number }> => {
-  for (let attempt = 1; ; attempt++) {
+/** A private redis-server on a port free when picked, picked again when it was taken first (`onAnotherPortIfTaken`). */
+export const startRedisOnFreePort = (extraArgs: ReadonlyArray<string> = []): Promise<{ readonly child: ChildProcess; readonly port: number }> =>
+  onAnotherPortIfTaken(async () => {
     const port = await freePort()
-    try {
-      return { child: await startRedis(port, extraArgs), port }
-    } catch (error) {
-      if (attempt >= 5 || !/Address already in use/.test(String(error))) throw error
-    }
-  }
-}
+    return { child: await startRedis(port, extraArgs), port }
+  }, /Address already in use/)
 
 /** Sends one command in RESP and resolves with its one-line reply (PING, DBSIZE, SET...). */
 export const redisCommand = async (port: number, ...args: ReadonlyArray<string>) => {

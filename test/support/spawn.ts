@@ -67,16 +67,22 @@ export const OFFLINE_UPSTREAMS = {
 } as const
 
 /**
- * Starts the service and waits until it listens; rejects with its output if it exits first. Its free port taken by
- * another process before the service bound it (two processes asking for a free port at once may be handed the same
- * one), it is started again on another, unless the test chose the port (PORT in `env`).
+ * Starts the service and waits until it listens; rejects with its output if it exits first. Its free port taken
+ * before it bound it, it is started again on another, unless the test chose the port (PORT in `env`).
  */
-export const spawnService = async (env: Record<string, string>, timeoutMs = 20_000): Promise<ServiceProcess> => {
+export const spawnService = (env: Record<string, string>, timeoutMs = 20_000): Promise<ServiceProcess> =>
+  env.PORT !== undefined ? spawnServiceOnce(env, timeoutMs) : onAnotherPortIfTaken(() => spawnServiceOnce(env, timeoutMs), /PORT: \d+ is already in use/)
+
+/**
+ * `start` (which picks a free port) again, up to five times, while it fails as `taken` says: another process took the
+ * free port before the server bound it (two processes asking for a free port at once may be handed the same one).
+ */
+export const onAnotherPortIfTaken = async <A>(start: () => Promise<A>, taken: RegExp): Promise<A> => {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await spawnServiceOnce(env, timeoutMs)
+      return await start()
     } catch (error) {
-      if (attempt >= 5 || env.PORT !== undefined || !/PORT: \d+ is already in use/.test(String(error))) throw error
+      if (attempt >= 5 || !taken.test(String(error))) throw error
     }
   }
 }
