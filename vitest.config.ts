@@ -7,43 +7,20 @@ import { BaseSequencer, type TestSpecification } from "vitest/node"
 process.env.NODE_COMPILE_CACHE ??= join(process.cwd(), "node_modules/.cache/node-compile-cache")
 
 /**
- * Two projects, both run by `npm test`: `unit`, in this process only (emulators and servers started
- * in-process, the machine's Redis and PostgreSQL) and quick, for the inner loop (`npm run test:unit`,
- * under a minute); `integration`, which spawns processes (the service, the CLI, redis-server,
- * PostgreSQL, Chromium, npm), waits on real time (timeouts, breakers, slow peers) or runs long scenarios.
+ * A test file's project is its folder under test/, by what it costs to run (docs/testing.md); all three run in `npm test`:
+ * - `unit` (test/unit/): in this process, with in-memory fakes and in-process emulators; no Redis, no PostgreSQL, no
+ *   process started, no wait of seconds on purpose. The inner loop: `npm run test:unit`.
+ * - `stores` (test/stores/): in this process, against the machine's Redis (REDIS_URL) and PostgreSQL (DATABASE_URL).
+ * - `integration` (test/integration/): starts processes (the service, the CLIs, redis-server, PostgreSQL, Chromium,
+ *   npm), waits on real time (timeouts, breakers, slow peers) or runs long scenarios.
  */
-const unitFolders = ["rates", "http", "oauth", "newsletter", "platform", "config", "security"].map((folder) => `test/${folder}/**/*.test.ts`)
-/** In those folders, the tests that spawn a process or wait seconds on purpose: they are integration's. */
-const integrationToo = [
-  "test/rates/emulator.test.ts",
-  "test/rates/coinbase-emulator.test.ts",
-  "test/rates/coinbase-feed-emulator.test.ts",
-  "test/rates/coingecko/redis.test.ts",
-  "test/rates/copies/lease.test.ts",
-  "test/http/docs.test.ts",
-  "test/oauth/cli.test.ts",
-  "test/newsletter/local.test.ts",
-  "test/newsletter/emulators.test.ts",
-  "test/config/config.test.ts",
-  "test/security/token-failures-shared.test.ts",
-  "test/rates/coinbase/faults.test.ts",
-  "test/rates/coinbase/liveQuotes.test.ts",
-  "test/rates/coinbase/liveFeedShared.test.ts",
-  "test/rates/coingecko/faults.test.ts",
-  "test/rates/memory-bound.test.ts",
-  "test/security/slow-requests.test.ts",
-  "test/platform/fileLock.test.ts",
-  "test/newsletter/brevo.test.ts",
-  "test/newsletter/listmonk.test.ts",
-  // Mocks a module (jose): it needs a module graph of its own.
-  "test/security/bearer-flood.test.ts"
-]
+const tier = (folder: string) => `test/${folder}/**/*.test.ts`
 
 /**
  * The files that take a minute or more (long scenarios on real time) start first: vitest orders files by the times of
  * its last run, but a clean checkout (CI) has none, and then these ran last, alone, for the suite's last 50 s.
  */
-const longFiles = ["test/e2e/rates-live-feed-faults.test.ts", "test/e2e/rates-month.test.ts", "test/e2e/rates-live-landing.test.ts"]
+const longFiles = ["rates-live-feed-faults.test.ts", "rates-month.test.ts", "rates-live-landing.test.ts"].map((file) => `test/integration/e2e/${file}`)
 class LongFilesFirst extends BaseSequencer {
   override async sort(files: Array<TestSpecification>) {
     const long = (spec: TestSpecification) => longFiles.some((file) => spec.moduleId.endsWith(file))
@@ -64,15 +41,10 @@ export default defineConfig({
     reporters: ["default", "json"],
     outputFile: { json: "test-results/vitest.json" },
     projects: [
-      // One module graph per worker, not per file: Effect's modules are loaded once, not 60 times.
-      { extends: true, test: { name: "unit", include: [...unitFolders, "test/smoke.test.ts"], exclude: integrationToo, isolate: false } },
-      {
-        extends: true,
-        test: {
-          name: "integration",
-          include: [...["e2e", "fuzz", "scale", "production", "package", "cli", "startup", "architecture"].map((f) => `test/${f}/**/*.test.ts`), ...integrationToo]
-        }
-      }
+      // One module graph per worker, not per file: Effect's modules are loaded once, not once a file.
+      { extends: true, test: { name: "unit", include: [tier("unit")], isolate: false } },
+      { extends: true, test: { name: "stores", include: [tier("stores")], isolate: false } },
+      { extends: true, test: { name: "integration", include: [tier("integration")] } }
     ]
   }
 })

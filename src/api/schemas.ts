@@ -229,7 +229,7 @@ export const TokenRequest = Schema.Struct({
   }))
 }).annotate({
   identifier: "TokenRequest",
-  // Every example is posted by test/http/openapi-examples.test.ts and must get a token: a client assertion cannot be one.
+  // Every example is posted by test/unit/http/openapi-examples.test.ts and must get a token: a client assertion cannot be one.
   examples: [{ grant_type: "client_credentials", scope: "rates:read" }]
 })
 

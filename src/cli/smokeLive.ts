@@ -7,7 +7,7 @@
  *
  * Configured as the service is (the environment: COINGECKO_API_KEY, the base URLs, NEWSLETTER_PROVIDER and
  * its credentials, UPSTREAM_USER_AGENT): the newsletter provider is read, never written (no sign-up).
- * npm test runs it against the emulators (test/cli/smoke-live.test.ts).
+ * npm test runs it against the emulators (test/integration/cli/smoke-live.test.ts).
  */
 import { Effect, Layer, Logger, References } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"

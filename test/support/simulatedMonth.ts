@@ -8,8 +8,8 @@
  * src/rates/coingecko/latestPrices.ts RatesDemand). Waits
  * (timeouts, retries) still take real time. Credits are the emulator's count of the calls it answered 200
  * (one credit each, what CoinGecko bills), set beside the ledger's own count (the month's `spent`, what
- * `upstream_credits_spent_month` shows). Used by `npm run bench -- --month`, test/e2e/rates-month.test.ts
- * and test/e2e/rates-currency-flood.test.ts (hours rather than days, and more queries each step: `extra`).
+ * `upstream_credits_spent_month` shows). Used by `npm run bench -- --month`, test/integration/e2e/rates-month.test.ts
+ * and test/integration/e2e/rates-currency-flood.test.ts (hours rather than days, and more queries each step: `extra`).
  *
  * With `feed`, as shipped (issue 28): the Coinbase emulator too, its REST API and its WebSocket feed on the
  * same simulated clock, the service following the majors live. Each step the feed publishes a trade and a
@@ -40,7 +40,7 @@ import * as Rates from "../../src/rates/layer.ts"
 import { type CoinbaseEmulator, startCoinbaseEmulator } from "../emulators/coinbase.ts"
 import { startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { configFrom, type Env } from "./config.ts"
-import { coinGeckoAlone } from "../rates/helpers.ts"
+import { coinGeckoAlone } from "./rates.ts"
 import { upstreamHttp } from "./upstream.ts"
 
 /** The landing page of issue 21: three queries, asked over and over. */

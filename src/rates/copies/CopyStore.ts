@@ -2,7 +2,7 @@
  * Where held copies live (Copies.ts): string keys, JSON values, a TTL each; what Redis offers (CONTRACT C2). Values
  * come back deeply frozen, the same object until rewritten (Copies.ts `entryDecoder` validates each once). A broken
  * store is a miss, never a failed request. The memory store keeps negative answers apart, so junk evicts only junk
- * (test/rates/memory-bound.test.ts); a series takes about 3.7 times its JSON size in the heap.
+ * (test/integration/rates/memory-bound.test.ts); a series takes about 3.7 times its JSON size in the heap.
  */
 import { Clock, Context, Duration, Effect, Layer, Option, type Schema } from "effect"
 import { recordCacheLookup } from "../../observability/metrics.ts"

@@ -1,0 +1,43 @@
+/**
+ * The same application in process (no socket): HttpRouter.toWebHandler with swapped Layers.
+ */
+import { Context, Layer } from "effect"
+import { HttpRouter, HttpServer } from "effect/http"
+import { describe, expect, it } from "vitest"
+import { AppRoutes } from "../../../src/app.ts"
+import { AppConfig } from "../../../src/config/AppConfig.ts"
+import { configFrom } from "../../support/config.ts"
+import { AccessLog } from "../../../src/observability/AccessLog.ts"
+import { Health } from "../../../src/health/Health.ts"
+import { Readiness } from "../../../src/lifecycle/Readiness.ts"
+import { RatesAnswerMemo } from "../../../src/rates/answer.ts"
+import { routerConfig } from "../../../src/http/routeTable.ts"
+import { NewsletterMemory } from "../../../src/newsletter/memory.ts"
+import { OAuth } from "../../../src/oauth/OAuth.ts"
+import { RatesProvider } from "../../../src/rates/RatesProvider.ts"
+const RatesFake = RatesProvider.layerTest
+
+const services = Layer.mergeAll(HttpServer.layerServices, RatesFake, NewsletterMemory.layer, OAuth.layerTest(), AccessLog.silent).pipe(
+  Layer.provideMerge(AppConfig.layer.pipe(Layer.provide(configFrom({ APP_ENV: "staging", PUBLIC_BASE_URL: "https://in.process" }))))
+)
+
+describe("in process", () => {
+  it("serves the contract through a web handler", async () => {
+    const { handler, dispose } = HttpRouter.toWebHandler(
+      AppRoutes.pipe(Layer.provide(Layer.mergeAll(Health.layer, RatesAnswerMemo.layer, Readiness.layer)), Layer.provide(services)),
+      { disableLogger: true, routerConfig }
+    )
+    try {
+      const health = await handler(new Request("http://x/api/health"), Context.empty())
+      expect(await health.json()).toMatchObject({ status: "healthy", environment: "staging" })
+      const missing = await handler(
+        new Request("http://x/api/subscribe", { method: "POST", body: "{}", headers: { "content-type": "application/json" } }),
+        Context.empty()
+      )
+      expect(missing.status).toBe(400)
+      expect((await missing.json()).type).toBe("https://in.process/problems/validation_failed")
+    } finally {
+      await dispose()
+    }
+  })
+})
