@@ -1,7 +1,7 @@
 /**
  * The Coinbase Exchange emulator's WebSocket feed, as Coinbase documents wss://ws-feed.exchange.coinbase.com
  * (docs.cdp.coinbase.com/exchange/websocket-feed): served by coinbase.ts on its own port at `/ws-feed`
- * (`emulator.wsUrl`), plain ws://, framing in websocket.ts (no compression offered). JSON text messages:
+ * (`emulator.wsUrl`), plain ws://, the protocol the ws package's (websocket.ts; no compression offered). JSON text messages:
  *   → {"type":"subscribe","product_ids":["BTC-USD"],"channels":["ticker","heartbeat",{"name":"ticker","product_ids":[…]}]}
  *     within `subscribeDeadlineMs` (5 s) of connecting, else the server closes (1008). Subscribing adds to what
  *     the connection holds; "unsubscribe" has the same shape, and without product ids drops the whole channel.

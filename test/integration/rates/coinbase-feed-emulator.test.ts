@@ -4,13 +4,12 @@
  * emulator's clock agreeing with its REST ticker and stats, heartbeats, error messages, the bounds, the
  * faults (disconnect, refuse, silent, normal) and the stats. Fast cadences (ticks every 100 ms).
  */
-import { randomBytes } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
 import { request } from "node:http"
 import { connect as tcpConnect } from "node:net"
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { type CoinbaseEmulator, startCoinbaseEmulator } from "../../emulators/coinbase.ts"
 import { coinbasePrice, DAY_MS } from "../../emulators/coinbase-data.ts"
-import { acceptKey } from "../../emulators/websocket.ts"
 import { EMULATOR_NOW } from "../../support/rates.ts"
 
 const TICK_MS = 100
@@ -22,6 +21,8 @@ const TICKER_FIELDS = ["type", "sequence", "product_id", "price", "open_24h", "v
 let emulator: CoinbaseEmulator
 const opened: Array<WebSocket> = []
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+/** The accept key of RFC 6455 §4.2.2, computed here: the server's is the `ws` package's. */
+const acceptKey = (key: string) => createHash("sha1").update(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest("base64")
 
 beforeAll(async () => {
   emulator = await startCoinbaseEmulator({ now: EMULATOR_NOW, feed: { tickEveryMs: TICK_MS, heartbeatEveryMs: HEARTBEAT_MS, subscribeDeadlineMs: DEADLINE_MS } })
