@@ -10,7 +10,7 @@
  * bad requests) for the duration while upstream faults are switched on and off every fault period.
  *
  * It fails (exit 1) when:
- * - an answer breaks the HTTP invariants of the fuzz suite (test/integration/fuzz/support/invariants.ts), a 500 included;
+ * - an answer breaks the HTTP invariants of the fuzz suite (test/support/fuzz/invariants.ts), a 500 included;
  * - the service logs an unhandled error;
  * - RSS (VmRSS) or the V8 heap in use, each read after a full GC forced through the inspector, or the
  *   open file descriptors (/proc/<pid>/fd) grow after warm-up by more than the tolerance, or
@@ -32,9 +32,9 @@ import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../emulators/coi
 import { emulatedCurrencies } from "../emulators/coingecko-data.ts"
 import type { Fault as NewsletterFault } from "../emulators/newsletter-kit.ts"
 import { childEnv, freePort } from "../support/spawn.ts"
-import { type RawRequest, type RawResponse, send } from "../integration/fuzz/support/http.ts"
-import { violationsOf } from "../integration/fuzz/support/invariants.ts"
-import { loadOpenApi, type OpenApiModel } from "../integration/fuzz/support/openapi.ts"
+import { type RawRequest, type RawResponse, send } from "../support/fuzz/http.ts"
+import { violationsOf } from "../support/fuzz/invariants.ts"
+import { loadOpenApi, type OpenApiModel } from "../support/fuzz/openapi.ts"
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "../..")
 

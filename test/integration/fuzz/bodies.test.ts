@@ -19,10 +19,10 @@ import {
   oddUnicode,
   sprinkleUnicode,
   validFrom
-} from "./support/arbitraries.ts"
-import { expectNoViolations, type FuzzTarget, fuzzParams, startFuzzTarget } from "./support/harness.ts"
-import { jsonOf } from "./support/invariants.ts"
-import type { OperationModel } from "./support/openapi.ts"
+} from "../../support/fuzz/arbitraries.ts"
+import { expectNoViolations, type FuzzTarget, fuzzParams, startFuzzTarget } from "../../support/fuzz/harness.ts"
+import { jsonOf } from "../../support/fuzz/invariants.ts"
+import type { OperationModel } from "../../support/fuzz/openapi.ts"
 
 const LIMIT = 16 * 1024
 

@@ -15,9 +15,9 @@ import fc from "fast-check"
 import { SignJWT, generateKeyPair, exportJWK } from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { basic, tokenFor } from "../../support/app.ts"
-import { oddUnicode } from "./support/arbitraries.ts"
-import { expectNoViolations, type FuzzTarget, fuzzParams, startFuzzTarget } from "./support/harness.ts"
-import { jsonOf, resolveTarget } from "./support/invariants.ts"
+import { oddUnicode } from "../../support/fuzz/arbitraries.ts"
+import { expectNoViolations, type FuzzTarget, fuzzParams, startFuzzTarget } from "../../support/fuzz/harness.ts"
+import { jsonOf, resolveTarget } from "../../support/fuzz/invariants.ts"
 
 let target: FuzzTarget
 let allScopesToken = ""

@@ -8,9 +8,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ProblemCatalogue } from "../../../src/api/problems.ts"
 import { startTestApp, type TestApp } from "../../support/app.ts"
 import { BASE } from "../../support/problems.ts"
-import { type RawResponse, send } from "./support/http.ts"
-import { type Exchange, violationsOf } from "./support/invariants.ts"
-import { loadOpenApi, type OpenApiModel } from "./support/openapi.ts"
+import { type RawResponse, send } from "../../support/fuzz/http.ts"
+import { type Exchange, violationsOf } from "../../support/fuzz/invariants.ts"
+import { loadOpenApi, type OpenApiModel } from "../../support/fuzz/openapi.ts"
 
 let app: TestApp
 let model: OpenApiModel

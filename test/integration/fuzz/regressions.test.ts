@@ -5,8 +5,8 @@
 import { gzipSync } from "node:zlib"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { basic } from "../../support/app.ts"
-import { expectNoViolations, type FuzzTarget, startFuzzTarget } from "./support/harness.ts"
-import { jsonOf } from "./support/invariants.ts"
+import { expectNoViolations, type FuzzTarget, startFuzzTarget } from "../../support/fuzz/harness.ts"
+import { jsonOf } from "../../support/fuzz/invariants.ts"
 
 let target: FuzzTarget
 beforeAll(async () => {

@@ -10,9 +10,9 @@ import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { JwtBearerAssertionType } from "../../../src/api/schemas.ts"
 import { testClients } from "../../support/app.ts"
-import { oddUnicode } from "./support/arbitraries.ts"
-import { expectNoViolations, type FuzzTarget, fuzzParams, startFuzzTarget } from "./support/harness.ts"
-import { jsonOf } from "./support/invariants.ts"
+import { oddUnicode } from "../../support/fuzz/arbitraries.ts"
+import { expectNoViolations, type FuzzTarget, fuzzParams, startFuzzTarget } from "../../support/fuzz/harness.ts"
+import { jsonOf } from "../../support/fuzz/invariants.ts"
 
 let target: FuzzTarget
 beforeAll(async () => {

@@ -6,8 +6,8 @@
  *   FUZZ_SEED=123 FUZZ_RUNS_FACTOR=10 npx vitest run test/integration/fuzz
  */
 import { expect } from "vitest"
-import { startTestApp, type TestApp } from "../../../support/app.ts"
-import { BASE } from "../../../support/problems.ts"
+import { startTestApp, type TestApp } from "../app.ts"
+import { BASE } from "../problems.ts"
 import { type RawRequest, type RawResponse, send, sendBytes } from "./http.ts"
 import { type Exchange, violationsOf } from "./invariants.ts"
 import { loadOpenApi, type OpenApiModel } from "./openapi.ts"

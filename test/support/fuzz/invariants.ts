@@ -4,7 +4,7 @@
  * property can report all of them at once and the meta-test (invariants.test.ts) can show that each
  * check trips on a deliberately broken answer.
  */
-import { OAuthErrorCode } from "../../../../src/api/schemas.ts"
+import { OAuthErrorCode } from "../../../src/api/schemas.ts"
 import type { RawResponse } from "./http.ts"
 import type { OpenApiModel, OperationModel } from "./openapi.ts"
 
