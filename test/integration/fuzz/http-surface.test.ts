@@ -1,5 +1,5 @@
 /**
- * Everything around the bodies, fuzzed through the real HTTP app: every method on every path, path
+ * Everything around the bodies, fuzzed through the real HTTP app: random methods, path
  * variants (trailing slashes, percent-encoding, case, double slashes, dot segments), odd and oversized
  * headers, and Authorization variants on the public operations. Each answer must satisfy the
  * invariants (support/invariants.ts), and the outcome follows from the route table and RFC 6750.
@@ -60,36 +60,10 @@ const knownPaths = (): Array<{ path: string; methods: ReadonlyArray<string> }> =
   ]
 }
 
-/** What a supported method gets: 200, or the page's own status (the favicon, the redirects to /docs). */
-const successOf = (path: string, method: string) => resolveTarget(target.model, method, path).pageStatus ?? 200
-
 const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "PROPFIND", "LINK", "PURGE", "QUERY", "SEARCH", "LOCK"]
 
-describe("every method on every path", () => {
-  it("supported methods answer 2xx; every other method is 405 with the exact Allow; unknown paths 404", async () => {
-    const paths = [
-      ...knownPaths(),
-      { path: "/", methods: ["GET", "HEAD"] },
-      { path: "/docs/", methods: ["GET", "HEAD"] },
-      { path: "/favicon.ico", methods: ["GET", "HEAD"] },
-      { path: "/nope", methods: [] },
-      { path: "/api", methods: [] }
-    ]
-    for (const { path, methods } of paths) {
-      for (const method of METHODS) {
-        const happy = happyRequest(path, method)
-        const checked = await target.exchange({ method, path, headers: happy.headers, ...(happy.body === undefined ? {} : { body: happy.body }), parserMayRefuse: true })
-        const context = `${method} ${path}`
-        expectNoViolations(checked, context)
-        const status = checked.response.status
-        if (methods.length === 0) expect([404, 400], context).toContain(status)
-        else if (methods.includes(method)) expect(status, context).toBe(successOf(path, method))
-        else if (checked.response.body.length > 0 || method === "HEAD") expect(status, context).toBe(405)
-        else expect(status, `${context}: only Node's parser may refuse`).toBe(400)
-      }
-    }
-  })
-
+// Every method on every path, one test each: test/unit/http/contract.test.ts.
+describe("methods", () => {
   it("random method tokens never reach a 5xx and 405s always carry Allow", async () => {
     const token = fc.stringMatching(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,12}$/)
     await fc.assert(

@@ -5,7 +5,9 @@ import { request as httpRequest } from "node:http"
 import { Effect, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { RatesProvider } from "../../../src/rates/RatesProvider.ts"
-import { startTestApp, type TestApp, tokenFor } from "../../support/app.ts"
+import { basic, startTestApp, type TestApp, tokenFor } from "../../support/app.ts"
+import { expectNoViolations, type FuzzTarget, startFuzzTarget } from "../../support/fuzz/harness.ts"
+import { resolveTarget } from "../../support/fuzz/invariants.ts"
 import { expectProblem } from "../../support/problems.ts"
 
 let app: TestApp
@@ -216,8 +218,13 @@ describe("cross-cutting problems", () => {
   })
 })
 
+/**
+ * The one method matrix: every path the service serves (the served OpenAPI document's, the documents, the probes, the
+ * redirects) and two it does not, by every method Node's parser takes, each pair a test. Sent as raw HTTP (fetch refuses
+ * TRACE) by the fuzz harness, which checks each answer against its invariants too (test/support/fuzz/invariants.ts).
+ */
 describe("every method on every path", () => {
-  const paths: Array<[string, ReadonlyArray<string>]> = [
+  const routes: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
     ["/api/health", ["GET", "HEAD"]],
     ["/api/v1/exchange-rates", ["POST"]],
     ["/api/subscribe", ["POST"]],
@@ -226,17 +233,65 @@ describe("every method on every path", () => {
     ["/.well-known/jwks.json", ["GET", "HEAD"]],
     ["/openapi.json", ["GET", "HEAD"]],
     ["/docs", ["GET", "HEAD"]],
-    ["/problems/not_found", ["GET", "HEAD"]]
+    ["/docs/", ["GET", "HEAD"]],
+    ["/", ["GET", "HEAD"]],
+    ["/favicon.ico", ["GET", "HEAD"]],
+    ["/problems", ["GET", "HEAD"]],
+    ["/problems/not_found", ["GET", "HEAD"]],
+    ["/livez", ["GET", "HEAD"]],
+    ["/readyz", ["GET", "HEAD"]],
+    ["/nope", []],
+    ["/api", []]
   ]
-  const methods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-  for (const [path, allowed] of paths) {
-    for (const method of methods.filter((m) => !allowed.includes(m))) {
-      it(`${method} ${path} → 405 with Allow: ${allowed.join(", ")}`, async () => {
-        const init: RequestInit = method === "GET" || method === "HEAD" ? { method } : { method, body: "{}" }
-        const res = await fetch(app.url + path, init)
-        expect(res.status).toBe(405)
-        expect(res.headers.get("allow")).toBe(allowed.join(", "))
-        if (method === "HEAD") return
+  /** RFC 9110's methods, then others Node's parser knows: a refusal by the parser (bare 400) is allowed for those only. */
+  const standard = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+  const methods = [...standard, "TRACE", "PROPFIND", "LINK", "PURGE", "QUERY", "SEARCH", "LOCK"]
+
+  let target: FuzzTarget
+  beforeAll(async () => {
+    target = await startFuzzTarget()
+  })
+  afterAll(() => target.close())
+
+  /** A request every operation answers 200 to (anonymous, fakes behind); a body on any other method but GET and HEAD. */
+  const requestFor = (path: string, method: string): { headers: Array<[string, string]>; body?: string } => {
+    if (method === "GET" || method === "HEAD") return { headers: [] }
+    if (method !== "POST") return { headers: [["Content-Type", "text/plain;charset=UTF-8"]], body: "{}" }
+    if (path === "/api/v1/exchange-rates") return { headers: [["Content-Type", "application/json"]], body: '{"cryptos":["BTC"]}' }
+    if (path === "/api/subscribe") return { headers: [["Content-Type", "application/json"]], body: '{"email":"paths@example.com","locale":"en"}' }
+    if (path === "/oauth/token") {
+      return {
+        headers: [["Content-Type", "application/x-www-form-urlencoded"], ["Authorization", basic("svc-all", "secret-all")]],
+        body: "grant_type=client_credentials"
+      }
+    }
+    return { headers: [["Content-Type", "text/plain;charset=UTF-8"]], body: "{}" }
+  }
+
+  it("names every path of the served OpenAPI document with its methods", () => {
+    for (const path of Object.keys(target.model.doc.paths)) {
+      const declared = target.model.methodsOf(path).flatMap((m) => (m === "GET" ? ["GET", "HEAD"] : [m]))
+      expect(routes, path).toContainEqual([path, declared])
+    }
+  })
+
+  for (const [path, allowed] of routes) {
+    for (const method of methods) {
+      const outcome = allowed.length === 0 ? "404" : allowed.includes(method) ? "answered" : `405 with Allow: ${allowed.join(", ")}`
+      it(`${method} ${path} → ${outcome}`, async () => {
+        const request = requestFor(path, method)
+        const checked = await target.exchange({ method, path, ...request, parserMayRefuse: !standard.includes(method) })
+        const context = `${method} ${path}`
+        expectNoViolations(checked, context)
+        const { status, headers, body } = checked.response
+        if (allowed.length === 0) return void expect([404, 400], context).toContain(status)
+        if (allowed.includes(method)) return void expect(status, context).toBe(resolveTarget(target.model, method, path).pageStatus ?? 200)
+        // Only Node's parser may refuse, bodiless, a method it knows but RFC 9110 does not define.
+        if (!standard.includes(method) && status === 400 && body.length === 0) return
+        expect(status, context).toBe(405)
+        expect(headers.allow, context).toBe(allowed.join(", "))
+        if (method === "HEAD") return void expect(body.length, context).toBe(0)
+        const res = new Response(checked.response.text, { status, headers })
         if (path !== "/oauth/token") return void await expectProblem(res, 405, "method_not_allowed")
         // C6: the token endpoint's errors are OAuth JSON, the problem members included.
         expect(res.headers.get("content-type")).toBe("application/json")
