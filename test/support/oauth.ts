@@ -4,7 +4,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { upstreamHttp } from "./upstream.ts"
 import { Clock, Duration, Effect, Layer, ManagedRuntime } from "effect"
-import { afterAll } from "vitest"
+import { afterAll, onTestFinished, vi } from "vitest"
 import { AppConfig } from "../../src/config/AppConfig.ts"
 import { configFrom, type Env } from "./config.ts"
 import type { CreateClientInput, CreateKeyClientInput } from "../../src/oauth/ClientRegistry.ts"
@@ -102,4 +102,13 @@ export const eventually = async (check: () => Promise<boolean>, timeoutMs = 3000
     if (Date.now() > deadline) return false
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
+}
+
+/**
+ * The wall clock moved past a file's reload interval (ReloadingFile paces its checks by Date.now, 1 s): the next read
+ * checks the file again, without a second's sleep. Only Date is faked, until the test ends.
+ */
+export const pastReloadInterval = () => {
+  vi.useFakeTimers({ toFake: ["Date"], now: Date.now() + 1_100 })
+  onTestFinished(() => void vi.useRealTimers())
 }

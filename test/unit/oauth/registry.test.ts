@@ -5,7 +5,7 @@ import { Effect, Exit, Redacted } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import { ClientRegistry } from "../../../src/oauth/ClientRegistry.ts"
 import { jwksOf, makeKey } from "../../support/assertionKit.ts"
-import { eventually, fileRuntime, memoryRuntime, SPECIAL_ID, SPECIAL_SECRET, tmpDataDir } from "../../support/oauth.ts"
+import { eventually, fileRuntime, memoryRuntime, pastReloadInterval, SPECIAL_ID, SPECIAL_SECRET, tmpDataDir } from "../../support/oauth.ts"
 
 type Runtime = ReturnType<typeof fileRuntime>
 const runtimes: Array<Runtime | ReturnType<typeof memoryRuntime>> = []
@@ -131,7 +131,7 @@ describe("ClientRegistry (file)", () => {
     const issued = await Effect.runPromise(reg.create({ name: "A", scopes: ["rates:read"] }))
     const file = path.join(dir, "oauth", "clients.json")
     fs.writeFileSync(file, "{ not json")
-    await new Promise((resolve) => setTimeout(resolve, 1100))
+    pastReloadInterval()
     expect(await authOk(server, issued.client.clientId, Redacted.value(issued.clientSecret))).toBe(true)
 
     const exit = await fileRuntime(dir).runPromiseExit(ClientRegistry)

@@ -7,7 +7,7 @@ import { ClientRegistry } from "../../../src/oauth/ClientRegistry.ts"
 import { generateSigningJwk, type PrivateJwk, thumbprint } from "../../../src/oauth/keyMaterial.ts"
 import { SigningKeys } from "../../../src/oauth/SigningKeys.ts"
 import { REQUIRED_CLAIMS, TokenService } from "../../../src/oauth/TokenService.ts"
-import { AUDIENCE, BASE, eventually, fileRuntime, makeFakeClock, memoryRuntime, tmpDataDir } from "../../support/oauth.ts"
+import { AUDIENCE, BASE, eventually, fileRuntime, makeFakeClock, memoryRuntime, pastReloadInterval, tmpDataDir } from "../../support/oauth.ts"
 
 type AnyRuntime = ManagedRuntime.ManagedRuntime<TokenService | SigningKeys | ClientRegistry, unknown>
 const runtimes: Array<AnyRuntime> = []
@@ -228,7 +228,7 @@ describe("SigningKeys", () => {
     const file = path.join(dir, "oauth", "signing-keys.json")
     const stored = JSON.parse(fs.readFileSync(file, "utf8"))
     fs.writeFileSync(file, JSON.stringify({ ...stored, keys: [{ ...stored.keys[0], retired_at: "2026-01-01T00:00:00Z" }] }))
-    await new Promise((resolve) => setTimeout(resolve, 1100))
+    pastReloadInterval()
     expect((await jwksOf(server)).keys[0]!.kid).toBe(kid)
     const exit = await fileRuntime(dir).runPromiseExit(SigningKeys)
     expect(Exit.isFailure(exit)).toBe(true)
