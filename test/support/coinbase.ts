@@ -1,5 +1,5 @@
 /** Shared set-up of the Coinbase tests: the real Layers over Node's HTTP client, against the emulator. */
-import { Clock, Effect, Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { CoinbaseClient } from "../../src/rates/coinbase/CoinbaseClient.ts"
 import { CoinbaseConfig, type CoinbaseConfigShape } from "../../src/rates/coinbase/CoinbaseConfig.ts"
 import { CoinbaseProducts, makeProducts } from "../../src/rates/coinbase/products.ts"
@@ -44,10 +44,3 @@ export const fastGuards: Partial<CoinbaseConfigShape> = {
   breakerFailures: 50
 }
 
-/** Runs `self`, returning its result (success or failure) and how long it took. */
-export const timed = <A, E, R>(self: Effect.Effect<A, E, R>) =>
-  Effect.gen(function*() {
-    const start = yield* Clock.currentTimeMillis
-    const result = yield* Effect.result(self)
-    return { result, elapsedMs: (yield* Clock.currentTimeMillis) - start }
-  })

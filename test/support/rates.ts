@@ -108,14 +108,6 @@ export const answer = (query: Partial<RatesQuery> & Pick<RatesQuery, "symbols">)
 export const historical = (query: Partial<RatesQuery> & Pick<RatesQuery, "symbols">) =>
   Effect.map(answer(query), ({ result }) => result)
 
-/** Runs `effect` and reports how long it took, in ms. */
-export const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.gen(function*() {
-    const started = Date.now()
-    const result = yield* Effect.result(effect)
-    return { result, elapsedMs: Date.now() - started }
-  })
-
 /**
  * RatesProvider.layerTest saying its answers hold until `freshUntil()` and remembering them as the use
  * case's last step does (the memo the edge reads: one per server build), counting how often it is asked

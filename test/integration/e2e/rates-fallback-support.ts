@@ -4,7 +4,6 @@
  * where the emulators are frozen (both then agree on which days are closed); the kept history in
  * memory, readable by the test; optionally the month's credits already spent.
  */
-import { monitorEventLoopDelay } from "node:perf_hooks"
 import { Effect, Layer } from "effect"
 import { CoinbaseConfig, type CoinbaseConfigShape } from "../../../src/rates/coinbase/CoinbaseConfig.ts"
 import { CoinGeckoConfig } from "../../../src/rates/coingecko/CoinGeckoConfig.ts"
@@ -17,6 +16,7 @@ import { DurableCell } from "../../../src/platform/durableCell/DurableCell.ts"
 import { makeMemoryCell } from "../../../src/platform/durableCell/memory.ts"
 import { startTestApp, type TestApp } from "../../support/app.ts"
 import { movableClock } from "../../support/clock.ts"
+import { measureStalls } from "../../support/ownTime.ts"
 import { configFrom, type Env } from "../../support/config.ts"
 import { upstreamHttp } from "../../support/upstream.ts"
 
@@ -86,7 +86,7 @@ export const startFallbackApp = async (options: {
 export interface Asked {
   readonly status: number
   readonly ms: number
-  /** `ms` less the time this process could not run (a starved machine): the service runs in it, so that is its own time. */
+  /** `ms` less the time this process could not run (test/support/ownTime.ts): the service runs in it, so that is its own time. */
   readonly ownMs: number
   readonly retryAfter: string | null
   readonly contentType: string | null
@@ -94,9 +94,7 @@ export interface Asked {
 }
 
 export const ask = async (app: TestApp, body: unknown): Promise<Asked> => {
-  // Each sample is the time between two 10 ms ticks of the event loop: what passes 10 ms is a stall.
-  const stalls = monitorEventLoopDelay({ resolution: 10 })
-  stalls.enable()
+  const stalled = measureStalls()
   const started = performance.now()
   const res = await fetch(`${app.url}/api/v1/exchange-rates`, {
     method: "POST",
@@ -105,8 +103,7 @@ export const ask = async (app: TestApp, body: unknown): Promise<Asked> => {
   })
   const json = (await res.json()) as Record<string, any>
   const ms = Math.round(performance.now() - started)
-  stalls.disable()
-  const stalledMs = stalls.count === 0 ? 0 : Math.max(0, (stalls.mean * stalls.count) / 1e6 - stalls.count * 10)
+  const stalledMs = stalled()
   return {
     status: res.status,
     ms,
