@@ -8,6 +8,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import * as NodeRedis from "@effect/platform-node/NodeRedis"
 import { Effect, Layer } from "effect"
 import { Redis } from "effect/persistence"
+import { createClient } from "redis"
 import { freePort, onAnotherPortIfTaken } from "./spawn.ts"
 
 export const startRedis = (port: number, extraArgs: ReadonlyArray<string> = []) =>
@@ -47,24 +48,16 @@ export const startRedisOnFreePort = (extraArgs: ReadonlyArray<string> = []): Pro
     return { child: await startRedis(port, extraArgs), port }
   }, /Address already in use/)
 
-/** Sends one command in RESP and resolves with its one-line reply (PING, DBSIZE, SET...). */
+/** Sends one command to the Redis on `port` (PING, KEYS, SHUTDOWN...) with the `redis` client, and resolves with its reply. */
 export const redisCommand = async (port: number, ...args: ReadonlyArray<string>) => {
-  const { connect } = await import("node:net")
-  return new Promise<string>((resolve, reject) => {
-    const socket = connect(port, "127.0.0.1")
-    let reply = ""
-    socket.once("error", reject)
-    // SHUTDOWN answers by closing the connection.
-    socket.once("close", () => resolve(reply))
-    socket.on("data", (c) => {
-      reply += c
-      if (reply.endsWith("\r\n")) {
-        socket.end()
-        resolve(reply)
-      }
-    })
-    socket.write(`*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join("")}`)
-  })
+  const client = createClient({ socket: { host: "127.0.0.1", port, reconnectStrategy: false }, disableOfflineQueue: true })
+  client.on("error", () => {})
+  await client.connect()
+  try {
+    return await client.sendCommand([...args])
+  } finally {
+    client.destroy()
+  }
 }
 
 /** A Redis that refuses every command, as one that is down does (no offline queue): an outage within a test. */

@@ -173,7 +173,7 @@ describe("Redis away at start-up", () => {
     expect(service.output()).toMatch(/Redis connected/)
     expect((await counted()).status).toBe(400)
     // The count reaches Redis this time (counts are flushed in batches, src/http/sharedCounter.ts).
-    await expect.poll(() => redisCommand(port, "KEYS", "late:ratelimit:subscribe:*"), { timeout: 10_000, interval: 200 }).toMatch(/^\*1\r\n/)
+    await expect.poll(() => redisCommand(port, "KEYS", "late:ratelimit:subscribe:*"), { timeout: 10_000, interval: 200 }).toHaveLength(1)
     expect(service.child.exitCode).toBeNull()
   }, 45_000)
 })
