@@ -62,6 +62,8 @@ export interface CoinbaseFeedOptions {
   readonly maxProductsPerConnection?: number
   /** Coinbase's limits per address (coinbase-feed-limits.ts); its documented numbers by default. */
   readonly limits?: CoinbaseFeedLimits
+  /** The clock those limits count by, in ms (performance.now() by default): a test may hold it still. */
+  readonly limitsClock?: () => number
   /**
    * The ticker sent at once on subscribing lacks `trade_id`, `time`, `side` and `last_size`, as Coinbase's
    * has (upstreams.md §1.10); default true.
@@ -166,7 +168,7 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
   const maxProducts = options.maxProductsPerConnection ?? 200
   const partialFirstTicker = options.partialFirstTicker ?? true
   const dropEvery = options.dropEvery ?? 5
-  const limits = makeFeedLimits(options.limits)
+  const limits = makeFeedLimits(options.limits, options.limitsClock)
   let refusedProducts = new Set<string>()
   const connections = new Set<Connection>()
   const markets = new Map<string, Market>()
