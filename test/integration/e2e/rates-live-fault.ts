@@ -25,7 +25,8 @@ const SETTLE_MS = 2_000
 
 export const feedDownScenario = async (rig: LiveRig, label: string, fault: () => void) => {
   const connected = async () => (await Promise.all(rig.metricsPorts.map(feedConnected))).every(Boolean)
-  const warmS = await warmUp(rig.services, connected)
+  // Three rigs (six services) warm up side by side: on a busy machine that took past 30 s (as the landing test, 90 s at most).
+  const warmS = await warmUp(rig.services, connected, 90_000)
   const coinbase = sampleCoinbase(rig.coinbase)
   let stopping = false
   const traffic = drive(rig.services, () => stopping)
