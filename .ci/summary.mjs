@@ -11,14 +11,15 @@ try {
   process.exit(1)
 }
 const passed = report.numPassedTests ?? 0
-// A suite that fails to load has no failed test of its own: count it, so it cannot pass silently.
-const failed = (report.numFailedTests ?? 0) + (report.numFailedTestSuites ?? 0) - failedSuitesWithFailedTests(report)
+// A file that fails to load has no failed test of its own: count it, so it cannot pass silently. (vitest's
+// numFailedTestSuites counts describe blocks too, so a failed test inside one was counted twice or more.)
+const failed = (report.numFailedTests ?? 0) + filesFailedWithoutFailedTests(report)
 const skipped = (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0)
 console.log(`${passed} passed, ${failed} failed${skipped > 0 ? `, ${skipped} skipped` : ""}`)
 process.exit(failed > 0 || passed === 0 ? 1 : 0)
 
-function failedSuitesWithFailedTests(r) {
+function filesFailedWithoutFailedTests(r) {
   return (r.testResults ?? []).filter(
-    (s) => s.status === "failed" && (s.assertionResults ?? []).some((a) => a.status === "failed")
+    (s) => s.status === "failed" && !(s.assertionResults ?? []).some((a) => a.status === "failed")
   ).length
 }
