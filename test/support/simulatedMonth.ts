@@ -34,13 +34,10 @@ import * as DurableCells from "../../src/platform/durableCell/layer.ts"
 import { LEDGER } from "../../src/rates/coingecko/credits/MonthlyBudget.ts"
 import { DailyHistory } from "../../src/rates/history/DailyHistory.ts"
 import { ServerLive } from "../../src/server.ts"
-import { CoinbaseConfig } from "../../src/rates/coinbase/CoinbaseConfig.ts"
-import { CoinGeckoConfig } from "../../src/rates/coingecko/CoinGeckoConfig.ts"
 import * as Rates from "../../src/rates/layer.ts"
 import { type CoinbaseEmulator, startCoinbaseEmulator } from "../emulators/coinbase.ts"
 import { startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { configFrom, type Env } from "./config.ts"
-import { coinGeckoAlone } from "../rates/helpers.ts"
 import { upstreamHttp } from "./upstream.ts"
 
 /** The landing page of issue 21: three queries, asked over and over. */
@@ -211,10 +208,11 @@ export const simulateMonth = async (perMonth: number, opts: SimulationOptions): 
     ...(coinbase === undefined ? {} : { COINBASE_BASE_URL: coinbase.url, COINBASE_WS_URL: coinbase.wsUrl, RATES_FALLBACK: "none" }),
     ...opts.env
   }
-  // CoinGecko never fails here: the second source is never asked, and must not reach its real host.
-  const rates = coinbase === undefined ? coinGeckoAlone : Rates.layerConfigured.pipe(Layer.provide(Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layer)))
+  // CoinGecko never fails here: the second source is never asked, and must not reach its real host. The ledger
+  // and the history under DATA_DIR, as the service keeps them.
+  const rates = Rates.layerTest({ env, cell: ledger.layer, history: DailyHistory.layer })
   const services = Layer.mergeAll(
-    rates.pipe(Layer.provide(Layer.merge(ledger.layer, DailyHistory.layer))),
+    rates,
     NewsletterMemory.layer,
     OAuth.layerTest(),
     AccessLog.silent,
