@@ -23,11 +23,6 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Clock, Context, Duration, Effect, Exit, Layer, References, Scope } from "effect"
 import { HttpServer } from "effect/http"
-import { AppConfig } from "../../src/config/AppConfig.ts"
-import { RequestCounter } from "../../src/http/rateLimit.ts"
-import { NewsletterMemory } from "../../src/newsletter/memory.ts"
-import { OAuth } from "../../src/oauth/OAuth.ts"
-import { AccessLog } from "../../src/observability/AccessLog.ts"
 import { metricsText } from "../../src/observability/metrics.ts"
 import { DurableCell, type DurableCellShape } from "../../src/platform/durableCell/DurableCell.ts"
 import * as DurableCells from "../../src/platform/durableCell/layer.ts"
@@ -37,8 +32,8 @@ import { ServerLive } from "../../src/server.ts"
 import * as Rates from "../../src/rates/layer.ts"
 import { type CoinbaseEmulator, startCoinbaseEmulator } from "../emulators/coinbase.ts"
 import { startCoinGeckoEmulator } from "../emulators/coingecko.ts"
-import { configFrom, type Env } from "./config.ts"
-import { upstreamHttp } from "./upstream.ts"
+import { testServices } from "./app.ts"
+import type { Env } from "./config.ts"
 
 /** The landing page of issue 21: three queries, asked over and over. */
 export const LANDING_PAGE = [
@@ -211,13 +206,7 @@ export const simulateMonth = async (perMonth: number, opts: SimulationOptions): 
   // CoinGecko never fails here: the second source is never asked, and must not reach its real host. The ledger
   // and the history under DATA_DIR, as the service keeps them.
   const rates = Rates.layerTest({ env, cell: ledger.layer, history: DailyHistory.layer })
-  const services = Layer.mergeAll(
-    rates,
-    NewsletterMemory.layer,
-    OAuth.layerTest(),
-    AccessLog.silent,
-    RequestCounter.layerMemory
-  ).pipe(Layer.provide(upstreamHttp), Layer.provideMerge(AppConfig.layer), Layer.provide(configFrom(env)))
+  const services = { ...testServices(env), rates }
   const server = ServerLive({ services, port: 0, host: "127.0.0.1", quiet: true }).pipe(
     Layer.provide(Layer.succeed(Clock.Clock)(sim.clock)),
     Layer.provide(process.env.MONTH_DEBUG ? Layer.succeed(References.MinimumLogLevel)("Debug") : Layer.empty)
