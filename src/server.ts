@@ -1,7 +1,7 @@
 /**
  * The server, composed once: the HTTP application (src/app.ts) behind the edge, on a Node server,
- * with the live services read from configuration, or the services a test chooses. Nothing runs on
- * import: src/main.ts launches `ServerLive()`, the tests `ServerLive({ services, port: 0 })`.
+ * with the live services read from configuration, or the services a test chooses (src/services.ts).
+ * Nothing runs on import: src/main.ts launches `ServerLive()`, the tests `ServerLive({ services, port: 0 })`.
  */
 // Per module, not the package index: the index loads every Node module of the platform, among them
 // @redis/client (~470 modules) and ws, which this process needs only with REDIS_URL, if ever.
@@ -16,67 +16,11 @@ import { Edge } from "./http/edge.ts"
 import { Readiness } from "./lifecycle/Readiness.ts"
 import { EdgeServer, type HttpLimits } from "./http/EdgeServer.ts"
 import { ReadyAnswers } from "./http/ReadyAnswers.ts"
-import { RequestCounter } from "./http/rateLimit.ts"
 import { routerConfig } from "./http/routeTable.ts"
-import * as Newsletters from "./newsletter/layer.ts"
-import { OAuth } from "./oauth/OAuth.ts"
-import { AccessLog } from "./observability/AccessLog.ts"
 import { MetricsServer } from "./observability/metrics.ts"
-import * as DurableCells from "./platform/durableCell/layer.ts"
-import { sweepTempFiles } from "./platform/files.ts"
-import * as UpstreamHttp from "./platform/upstreamHttp.ts"
 import { RatesAnswerMemo } from "./rates/answer.ts"
 import { RatesDemand } from "./rates/coingecko/latestPrices.ts"
-import { DailyHistory } from "./rates/history/DailyHistory.ts"
-import * as Rates from "./rates/layer.ts"
-
-/**
- * Memory by default. With REDIS_URL, what all instances must share lives in Redis: rate-limit
- * counts, the token endpoint's failure counts, the rates copies, the upstream budgets and circuit breakers.
- * Durable either way: the rates history and the month's credits, in PostgreSQL with DATABASE_URL (the
- * OAuth tables' one pool), else the history in files under DATA_DIR and the credits in Redis when
- * configured, else in files under DATA_DIR/state (a restart adds no credit).
- */
-const Stateful = Layer.unwrap(
-  Effect.map(AppConfig, ({ redisUrl, redisKeyPrefix }) =>
-    redisUrl === undefined
-      ? Layer.mergeAll(
-        RequestCounter.layerMemory,
-        Rates.layer.pipe(Layer.provide(Layer.mergeAll(DailyHistory.layer, DurableCells.layerLocal))),
-        OAuth.layer
-      )
-      : Layer.mergeAll(
-        RequestCounter.layerRedis,
-        Rates.layerRedis(redisKeyPrefix).pipe(Layer.provide(Layer.mergeAll(DailyHistory.layer, DurableCells.layerShared))),
-        OAuth.layerRedis
-      ).pipe(Layer.provide(Layer.unwrap(
-        // Imported only when configured: the Redis client is ~500 modules, 7-20 MB of RSS.
-        Effect.promise(() => import("./redis.ts")).pipe(Effect.map(({ RedisLive }) => RedisLive(redisUrl)))
-      ))))
-)
-
-/** A temp file older than this under DATA_DIR is no write in progress (they take milliseconds). */
-const TEMP_FILE_AGE_MS = 60_000
-
-/**
- * Once at start-up, the temp files that interrupted writes left anywhere under DATA_DIR (state/,
- * rates-history/, oauth/, ...) are removed; never a reason not to start.
- */
-const SweptDataDir = Layer.effectDiscard(
-  Effect.flatMap(AppConfig, ({ dataDir }) => sweepTempFiles(dataDir, TEMP_FILE_AGE_MS)).pipe(
-    Effect.flatMap((removed) =>
-      removed === 0 ? Effect.void : Effect.logInfo(`start-up: removed ${removed} temporary files left under DATA_DIR by interrupted writes`)),
-    Effect.catchTag("FileError", (error) => Effect.logWarning("start-up: could not sweep DATA_DIR's temporary files", error.message))
-  )
-)
-
-/** Every live service the application needs, from configuration (the process environment by default). */
-const LiveServices = Layer.mergeAll(Stateful, Newsletters.layer, SweptDataDir).pipe(
-  Layer.provide(UpstreamHttp.layer),
-  Layer.provideMerge(AccessLog.stdout),
-  Layer.provideMerge(AppConfig.layer)
-)
-
+import { type AppServiceLayers, appServices, liveServices } from "./services.ts"
 
 const Metrics = Layer.unwrap(
   Effect.map(AppConfig, (config) =>
@@ -122,12 +66,12 @@ const serverOn = (listen: {
   )
 }
 
-/** What the HTTP application and the edge need from the services behind them (fakes in tests). */
-export type AppServices = Exclude<Layer.Services<ReturnType<typeof serverOn>>, Readiness>
+/** What the HTTP application and the edge need from the services behind them. */
+type AppServices = Exclude<Layer.Services<ReturnType<typeof serverOn>>, Readiness>
 
 export interface ServerOptions {
-  /** The services behind the application; default `LiveServices`. Tests pass fakes. */
-  readonly services?: Layer.Layer<AppServices, unknown> | undefined
+  /** The services behind the application (src/services.ts); default `liveServices`. Tests replace some with fakes. */
+  readonly services?: AppServiceLayers | undefined
   /** Listen address; default PORT/HOST of the configuration (0: an ephemeral port). */
   readonly port?: number | undefined
   readonly host?: string | undefined
@@ -138,6 +82,9 @@ export interface ServerOptions {
 }
 
 /** The whole server: services first (keys, registries, upstream clients), then the listening socket. */
-export const ServerLive = (options: ServerOptions = {}) =>
+export const ServerLive = (options: ServerOptions = {}) => {
+  // A service the application needs and the record does not provide fails to compile here.
+  const services: Layer.Layer<AppServices, unknown, Readiness> = appServices(options.services ?? liveServices)
   // One Readiness for the probes, the draining server and the services that add checks (Redis).
-  serverOn(options).pipe(Layer.provide(options.services ?? LiveServices), Layer.provide(Readiness.layer))
+  return serverOn(options).pipe(Layer.provide(services), Layer.provide(Readiness.layer))
+}

@@ -41,3 +41,6 @@ export const layerFor = (userAgent: string): Layer.Layer<Upstream> => Layer.merg
 
 /** Both, with `UPSTREAM_USER_AGENT` (or its default) from the configuration. */
 export const layer: Layer.Layer<Upstream, never, AppConfig> = Layer.unwrap(Effect.map(AppConfig, (config) => layerFor(config.upstreamUserAgent)))
+
+/** Both, with a test's identity (the emulators, like the providers, refuse a call without one). */
+export const layerTest: Layer.Layer<Upstream> = layerFor("crypto-landing-api/test (+http://localhost)")

@@ -3,18 +3,20 @@
  * (coinbase/liveQuotes.ts, `COINBASE_WS_URL`); 2. CoinGecko for every step (coingecko/); 3. Coinbase for what it cannot serve now
  * (`RATES_FALLBACK`).
  */
-import { Effect, Layer } from "effect"
+import { ConfigProvider, Effect, Layer } from "effect"
 import type { HttpClient } from "effect/http"
 import type { Redis } from "effect/persistence"
 import type { Socket } from "effect/socket"
 import type { DurableCell } from "../platform/durableCell/DurableCell.ts"
+import * as DurableCellMemory from "../platform/durableCell/memory.ts"
 import { Leadership } from "../platform/leadership/Leadership.ts"
 import * as LeadershipRedis from "../platform/leadership/redis.ts"
 import { ProcessCount } from "../platform/processCount/ProcessCount.ts"
 import * as ProcessCountRedis from "../platform/processCount/redis.ts"
+import * as UpstreamHttp from "../platform/upstreamHttp.ts"
 import { RatesAnswerMemo } from "./answer.ts"
 import { CoinbaseClient } from "./coinbase/CoinbaseClient.ts"
-import { CoinbaseConfig } from "./coinbase/CoinbaseConfig.ts"
+import { CoinbaseConfig, type CoinbaseConfigShape } from "./coinbase/CoinbaseConfig.ts"
 import * as CoinbaseLiveQuotes from "./coinbase/liveQuotes.ts"
 import { CoinbaseProducts } from "./coinbase/products.ts"
 import * as CoinbaseSecondSource from "./coinbase/secondSource.ts"
@@ -26,7 +28,7 @@ import * as CoinGeckoLatestPrices from "./coingecko/latestPrices.ts"
 import { MonthlyBudget } from "./coingecko/credits/MonthlyBudget.ts"
 import { CopyStore } from "./copies/CopyStore.ts"
 import * as HistoricalRates from "./historicalRates.ts"
-import type { DailyHistory } from "./history/DailyHistory.ts"
+import { DailyHistory } from "./history/DailyHistory.ts"
 import { LiveQuotes, SecondSource } from "./ports.ts"
 import type { RatesProvider } from "./RatesProvider.ts"
 import { layerGuardStoresRedis } from "./redisDown.ts"
@@ -56,22 +58,25 @@ const wired = <R, L>(coinbaseClient: Layer.Layer<CoinbaseClient, never, R>, lead
     ).pipe(Layer.provideMerge(CoinGeckoLatestPrices.RatesDemand.layer)))
   )
 
-/** Over the CoinGecko client, month's budget and copies given (tests: stand-ins); Coinbase's guards in memory, its feed held alone. */
-export const layerOverCoinGecko = wired(CoinbaseClient.layer, Leadership.layerAlone)
+/** Over the CoinGecko client, month's budget and copies given; Coinbase's guards in memory, its feed held alone. */
+const layerOverCoinGecko = wired(CoinbaseClient.layer, Leadership.layerAlone)
 
 /** The memory store of copies, bounded by COINGECKO_CACHE_MAX_MB. */
 const memoryCopies = Layer.unwrap(Effect.map(CoinGeckoConfig, (config) => CopyStore.layerMemory({ maxBytes: config.cacheMaxMegabytes * 1024 * 1024 })))
 
 type Needs = HttpClient.HttpClient | Socket.WebSocketConstructor | DurableCell | DailyHistory | CoinGeckoConfig | CoinbaseConfig
 
-/** One instance over the copies given (tests: one they can age): budgets and breakers in memory; also the month's budget. */
-export const layerOverStore: Layer.Layer<RatesProvider | MonthlyBudget, never, Needs | CopyStore> = layerOverCoinGecko.pipe(
+/** This host's workers share the limits (WEB_CONCURRENCY, as CoinGecko's configuration reads it). */
+const localProcesses = Layer.unwrap(Effect.map(CoinGeckoConfig, (config) => ProcessCount.layerLocal(config.workers)))
+
+/** One instance over the copies given: budgets and breakers in memory; also the month's budget. */
+const layerOverStore: Layer.Layer<RatesProvider | MonthlyBudget, never, Needs | CopyStore> = layerOverCoinGecko.pipe(
   Layer.provide(CoinGeckoClient.layer),
-  Layer.provideMerge(MonthlyBudget.layer.pipe(Layer.provide(Layer.unwrap(Effect.map(CoinGeckoConfig, (config) => ProcessCount.layerLocal(config.workers))))))
+  Layer.provideMerge(MonthlyBudget.layer.pipe(Layer.provide(localProcesses)))
 )
 
 /** One instance, its configuration given: copies in memory too. */
-export const layerConfigured: Layer.Layer<RatesProvider | MonthlyBudget, never, Needs> = layerOverStore.pipe(Layer.provide(memoryCopies))
+const layerConfigured: Layer.Layer<RatesProvider | MonthlyBudget, never, Needs> = layerOverStore.pipe(Layer.provide(memoryCopies))
 
 /** Several instances: copies, lists, budgets and breakers shared in Redis under `keyPrefix`; one holds the feed (feed/relay.ts). */
 export const layerRedisConfigured = (keyPrefix: string): Layer.Layer<RatesProvider | MonthlyBudget, never, Needs | Redis.Redis> => {
@@ -95,3 +100,54 @@ export const layer: Layer.Layer<RatesProvider | MonthlyBudget, ConfigError, Excl
 /** Several instances (REDIS_URL), configured from the current ConfigProvider. */
 export const layerRedis = (keyPrefix: string): Layer.Layer<RatesProvider | MonthlyBudget, ConfigError, Exclude<Needs, CoinGeckoConfig | CoinbaseConfig> | Redis.Redis> =>
   layerRedisConfigured(keyPrefix).pipe(Layer.provide(configs))
+
+/** Credits aplenty: the month's pace never sets a refresh interval nor refuses a call. */
+const CREDITS_APLENTY = 1_000_000_000
+
+/** What a test gives the use case; the rest is at the defaults `layerTest` states. */
+interface TestOptions<E, R> {
+  /** CoinGecko's client: a stand-in; default the real one at COINGECKO_BASE_URL (an emulator's), over `upstream`. */
+  readonly coinGecko?: Layer.Layer<CoinGeckoClient, E, R> | undefined
+  /**
+   * The only configuration read (COINGECKO_*, COINBASE_*, RATES_FALLBACK), over the test defaults: Coinbase
+   * neither second source nor feed (RATES_FALLBACK=none, COINBASE_WS_URL=none); `undefined` unsets.
+   */
+  readonly env?: Readonly<Record<string, string | undefined>> | undefined
+  /** Coinbase's guards replaced (short timeouts, a quick breaker). */
+  readonly coinbase?: Partial<CoinbaseConfigShape> | undefined
+  /** The store of copies; default memory, within COINGECKO_CACHE_MAX_MB. */
+  readonly copies?: Layer.Layer<CopyStore, E, R> | undefined
+  /**
+   * The month's credits. Default: with a stand-in client, credits aplenty in memory; with the real one, the
+   * ledger (COINGECKO_CALLS_PER_MONTH a month) kept in `cell`.
+   */
+  readonly budget?: Layer.Layer<MonthlyBudget, E, R> | undefined
+  /** Where the ledger is kept; default memory. */
+  readonly cell?: Layer.Layer<DurableCell, E, R> | undefined
+  /** The kept history; default memory. */
+  readonly history?: Layer.Layer<DailyHistory, E, R> | undefined
+  /** The providers' HTTP client and WebSocket; default Node's, with a test's User-Agent. */
+  readonly upstream?: Layer.Layer<UpstreamHttp.Upstream, E, R> | undefined
+}
+
+/**
+ * The real use case as a test builds it, in one line: over CoinGecko's client given (a stand-in), or the real
+ * one against an emulator, every other supporting Layer at a test's default unless given. One instance (as
+ * `layerConfigured`): budgets, breakers and Coinbase's feed in memory. Also the month's budget.
+ */
+export const layerTest = <E = never, R = never>(options: TestOptions<E, R> = {}): Layer.Layer<RatesProvider | MonthlyBudget, ConfigError | E, R> => {
+  const env = Object.entries({ RATES_FALLBACK: "none", COINBASE_WS_URL: "none", ...options.env }).flatMap(([name, value]) => value === undefined ? [] : [[name, value] as const])
+  const config = Layer.mergeAll(CoinGeckoConfig.layer, options.coinbase === undefined ? CoinbaseConfig.layer : CoinbaseConfig.layerWith(options.coinbase)).pipe(
+    Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: Object.fromEntries(env) })))
+  )
+  const budget = options.budget ?? (options.coinGecko === undefined
+    ? MonthlyBudget.layer.pipe(Layer.provide(Layer.merge(options.cell ?? DurableCellMemory.layerMemory, localProcesses)))
+    : MonthlyBudget.layerMemory(CREDITS_APLENTY))
+  const client: Layer.Layer<CoinGeckoClient, E, R | Layer.Services<typeof CoinGeckoClient.layer>> = options.coinGecko ?? CoinGeckoClient.layer
+  return layerOverCoinGecko.pipe(
+    Layer.provide(client),
+    Layer.provideMerge(budget),
+    Layer.provide(Layer.mergeAll(options.copies ?? memoryCopies, options.history ?? DailyHistory.layerMemory, options.upstream ?? UpstreamHttp.layerTest)),
+    Layer.provide(config)
+  )
+}

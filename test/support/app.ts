@@ -1,6 +1,7 @@
 /**
  * The application served over real HTTP with in-memory fakes behind it (Layers swapped, nothing
- * patched): the rates fake, the newsletter fake, an in-memory OAuth registry with known clients.
+ * patched): the services of src/services.ts, each replaced by a test's stand-in (`testServices`), any
+ * of which a test replaces again in one line, e.g. `startTestApp({ rates: RatesProvider.layerTest })`.
  */
 import { Layer } from "effect"
 import { AppConfig } from "../../src/config/AppConfig.ts"
@@ -9,11 +10,11 @@ import { AccessLog, type AccessLogEntry } from "../../src/observability/AccessLo
 import type { HttpLimits } from "../../src/http/EdgeServer.ts"
 import { RequestCounter } from "../../src/http/rateLimit.ts"
 import { NewsletterMemory } from "../../src/newsletter/memory.ts"
-import type { Newsletter } from "../../src/newsletter/Newsletter.ts"
 import type { JtiStore } from "../../src/oauth/assertion/JtiStore.ts"
 import type { CreateClientInput, CreateKeyClientInput } from "../../src/oauth/ClientRegistry.ts"
 import { OAuth } from "../../src/oauth/OAuth.ts"
 import { RatesProvider } from "../../src/rates/RatesProvider.ts"
+import type { AppServiceLayers } from "../../src/services.ts"
 import { configFrom } from "./config.ts"
 import { serve, type TestServer } from "./server.ts"
 
@@ -22,45 +23,55 @@ export const testClients: ReadonlyArray<CreateClientInput> = [
   { name: "health only", clientId: "svc-health", secret: "secret-health", scopes: ["health:read"] }
 ]
 
-export interface TestApp extends TestServer {
-  readonly logs: Array<AccessLogEntry>
-}
-
-export const startTestApp = async (options: {
-  readonly env?: Env
-  readonly rates?: Layer.Layer<RatesProvider, unknown>
-  readonly newsletter?: Layer.Layer<Newsletter, unknown>
-  /** Failed token requests allowed per minute and key (default 10, as in production). */
-  readonly oauthMaxFailuresPerMinute?: number
-  /** Where rate limits are counted (default: memory). */
-  readonly counter?: Layer.Layer<RequestCounter, unknown, AppConfig>
-  /** Request deadlines of the server (default: C8's). */
-  readonly limits?: Partial<HttpLimits>
+/** The OAuth core in memory with `testClients` and the `clients` given. */
+export const testOAuth = <E = never, R = never>(options: {
   /** More clients (private_key_jwt ones among them) beside `testClients`. */
-  readonly oauthClients?: ReadonlyArray<CreateClientInput | CreateKeyClientInput>
+  readonly clients?: ReadonlyArray<CreateClientInput | CreateKeyClientInput>
+  /** Failed token requests allowed per minute and key (default 10, as in production). */
+  readonly maxFailuresPerMinute?: number
   /** Where used client assertions are remembered (default: memory). */
-  readonly jtiStore?: Layer.Layer<JtiStore, unknown, AppConfig>
-} = {}): Promise<TestApp> => {
-  const logs: Array<AccessLogEntry> = []
-  // Limits out of the way unless a test sets them (rate-limit.test.ts does).
-  const config = AppConfig.layer.pipe(Layer.provide(configFrom({
+  readonly jtiStore?: Layer.Layer<JtiStore, E, R>
+} = {}) =>
+  OAuth.layerTest({
+    clients: [...testClients, ...(options.clients ?? [])],
+    ...(options.maxFailuresPerMinute === undefined ? {} : { maxFailuresPerMinute: options.maxFailuresPerMinute }),
+    ...(options.jtiStore === undefined ? {} : { jtiStore: options.jtiStore })
+  })
+
+/**
+ * Every service of the app as a test has it: configuration from `env` over the tests' defaults (limits out
+ * of the way unless a test sets them: rate-limit.test.ts does), rates and newsletter fakes, OAuth in memory,
+ * counts in memory, no access log, nothing swept at start-up.
+ */
+export const testServices = (env: Env = {}): AppServiceLayers => ({
+  config: AppConfig.layer.pipe(Layer.provide(configFrom({
     PUBLIC_BASE_URL: "https://api.example.test",
     RATE_LIMIT_RATES_PER_MIN: "100000",
     RATE_LIMIT_SUBSCRIBE_PER_MIN: "100000",
-    ...options.env
-  })))
-  const services = Layer.mergeAll(
-    options.rates ?? RatesProvider.layerTest,
-    options.newsletter ?? NewsletterMemory.layer,
-    OAuth.layerTest({
-      clients: [...testClients, ...(options.oauthClients ?? [])],
-      ...(options.oauthMaxFailuresPerMinute === undefined ? {} : { maxFailuresPerMinute: options.oauthMaxFailuresPerMinute }),
-      ...(options.jtiStore === undefined ? {} : { jtiStore: options.jtiStore })
-    }),
-    AccessLog.capture(logs),
-    options.counter ?? RequestCounter.layerMemory
-  ).pipe(Layer.provideMerge(config))
-  const server = await serve(services, options.limits)
+    ...env
+  }))),
+  rates: RatesProvider.layerTest,
+  newsletter: NewsletterMemory.layer,
+  oauth: testOAuth(),
+  requestCounter: RequestCounter.layerMemory,
+  accessLog: AccessLog.silent,
+  startUp: Layer.empty
+})
+
+export interface TestApp extends TestServer {
+  /** The access log's lines (unless the test gave its own `accessLog`). */
+  readonly logs: Array<AccessLogEntry>
+}
+
+export const startTestApp = async (options: Partial<Omit<AppServiceLayers, "config">> & {
+  /** Variables over the tests' defaults (`testServices`). */
+  readonly env?: Env
+  /** Request deadlines of the server (default: C8's). */
+  readonly limits?: Partial<HttpLimits>
+} = {}): Promise<TestApp> => {
+  const logs: Array<AccessLogEntry> = []
+  const { env, limits, ...services } = options
+  const server = await serve({ ...testServices(env), accessLog: AccessLog.capture(logs), ...services }, limits)
   return { ...server, logs }
 }
 

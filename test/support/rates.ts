@@ -54,15 +54,12 @@ export const liveRates = (env: Env, now?: number) => {
   return now === undefined ? rates : rates.pipe(Layer.provideMerge(clockLayerFrom(now)))
 }
 
-/** The live capability with CoinGecko alone (no second source), configured from the ConfigProvider. */
-export const coinGeckoAlone = Rates.layerConfigured.pipe(Layer.provide(Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layerWith({ fallback: "none", feedUrl: undefined }))))
-
-/** The same, its copies and guards shared through Redis under `keyPrefix`. */
+/**
+ * The live capability with CoinGecko alone (no second source), configured from the ConfigProvider, its
+ * copies and guards shared through Redis under `keyPrefix` (one instance in memory: `Rates.layerTest`).
+ */
 export const coinGeckoAloneRedis = (keyPrefix: string) =>
   Rates.layerRedisConfigured(keyPrefix).pipe(Layer.provide(Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layerWith({ fallback: "none", feedUrl: undefined }))))
-
-/** `CoinGeckoConfig` read from `env` alone. */
-export const coinGeckoConfigFrom = (env: Env) => CoinGeckoConfig.layer.pipe(Layer.provide(configFrom(env)))
 
 /**
  * A cache whose entries the test can age at will: every copy past its grace, kept as a last good copy
@@ -88,14 +85,6 @@ export const makeAgeableCache = () => {
     keys: () => [...entries.keys()]
   }
 }
-
-/** The live capability over a given store of copies. */
-export const liveRatesWithCache = (env: Env, cache: Layer.Layer<CopyStore>) =>
-  Rates.layerOverStore.pipe(
-    Layer.provide(Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layer)),
-    Layer.provide(configFrom({ RATES_FALLBACK: "none", COINBASE_WS_URL: "none", ...env })),
-    Layer.provide(Layer.mergeAll(cache, upstreamHttp, DailyHistory.layerMemory, durableCellMemory))
-  )
 
 /** The provider's whole answer: the result and until when it holds. */
 export const answer = (query: Partial<RatesQuery> & Pick<RatesQuery, "symbols">) =>

@@ -6,14 +6,15 @@
 import { Context, Effect, Exit, Layer, Scope } from "effect"
 import { HttpServer } from "effect/http"
 import type { HttpLimits } from "../../src/http/EdgeServer.ts"
-import { type AppServices, ServerLive } from "../../src/server.ts"
+import { ServerLive } from "../../src/server.ts"
+import type { AppServiceLayers } from "../../src/services.ts"
 
 export interface TestServer {
   readonly url: string
   readonly close: () => Promise<void>
 }
 
-export const serve = async (services: Layer.Layer<AppServices, unknown>, limits?: Partial<HttpLimits>): Promise<TestServer> => {
+export const serve = async (services: AppServiceLayers, limits?: Partial<HttpLimits>): Promise<TestServer> => {
   const scope = await Effect.runPromise(Scope.make())
   const server = ServerLive({ services, port: 0, host: "127.0.0.1", quiet: true, limits })
   const context = await Effect.runPromise(Layer.buildWithScope(server, scope))

@@ -23,25 +23,17 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Clock, Context, Duration, Effect, Exit, Layer, References, Scope } from "effect"
 import { HttpServer } from "effect/http"
-import { AppConfig } from "../../src/config/AppConfig.ts"
-import { RequestCounter } from "../../src/http/rateLimit.ts"
-import { NewsletterMemory } from "../../src/newsletter/memory.ts"
-import { OAuth } from "../../src/oauth/OAuth.ts"
-import { AccessLog } from "../../src/observability/AccessLog.ts"
 import { metricsText } from "../../src/observability/metrics.ts"
 import { DurableCell, type DurableCellShape } from "../../src/platform/durableCell/DurableCell.ts"
 import * as DurableCells from "../../src/platform/durableCell/layer.ts"
 import { LEDGER } from "../../src/rates/coingecko/credits/MonthlyBudget.ts"
 import { DailyHistory } from "../../src/rates/history/DailyHistory.ts"
 import { ServerLive } from "../../src/server.ts"
-import { CoinbaseConfig } from "../../src/rates/coinbase/CoinbaseConfig.ts"
-import { CoinGeckoConfig } from "../../src/rates/coingecko/CoinGeckoConfig.ts"
 import * as Rates from "../../src/rates/layer.ts"
 import { type CoinbaseEmulator, startCoinbaseEmulator } from "../emulators/coinbase.ts"
 import { startCoinGeckoEmulator } from "../emulators/coingecko.ts"
-import { configFrom, type Env } from "./config.ts"
-import { coinGeckoAlone } from "./rates.ts"
-import { upstreamHttp } from "./upstream.ts"
+import { testServices } from "./app.ts"
+import type { Env } from "./config.ts"
 
 /** The landing page of issue 21: three queries, asked over and over. */
 export const LANDING_PAGE = [
@@ -211,15 +203,10 @@ export const simulateMonth = async (perMonth: number, opts: SimulationOptions): 
     ...(coinbase === undefined ? {} : { COINBASE_BASE_URL: coinbase.url, COINBASE_WS_URL: coinbase.wsUrl, RATES_FALLBACK: "none" }),
     ...opts.env
   }
-  // CoinGecko never fails here: the second source is never asked, and must not reach its real host.
-  const rates = coinbase === undefined ? coinGeckoAlone : Rates.layerConfigured.pipe(Layer.provide(Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layer)))
-  const services = Layer.mergeAll(
-    rates.pipe(Layer.provide(Layer.merge(ledger.layer, DailyHistory.layer))),
-    NewsletterMemory.layer,
-    OAuth.layerTest(),
-    AccessLog.silent,
-    RequestCounter.layerMemory
-  ).pipe(Layer.provide(upstreamHttp), Layer.provideMerge(AppConfig.layer), Layer.provide(configFrom(env)))
+  // CoinGecko never fails here: the second source is never asked, and must not reach its real host. The ledger
+  // and the history under DATA_DIR, as the service keeps them.
+  const rates = Rates.layerTest({ env, cell: ledger.layer, history: DailyHistory.layer })
+  const services = { ...testServices(env), rates }
   const server = ServerLive({ services, port: 0, host: "127.0.0.1", quiet: true }).pipe(
     Layer.provide(Layer.succeed(Clock.Clock)(sim.clock)),
     Layer.provide(process.env.MONTH_DEBUG ? Layer.succeed(References.MinimumLogLevel)("Debug") : Layer.empty)

@@ -5,4 +5,4 @@
  */
 import * as UpstreamHttp from "../../src/platform/upstreamHttp.ts"
 
-export const upstreamHttp = UpstreamHttp.layerFor("crypto-landing-api/test (+http://localhost)")
+export const upstreamHttp = UpstreamHttp.layerTest

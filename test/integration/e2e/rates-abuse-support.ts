@@ -6,17 +6,12 @@ import { Layer } from "effect"
 import type { CoinGeckoEmulator } from "../../emulators/coingecko.ts"
 import type { RatesProvider } from "../../../src/rates/RatesProvider.ts"
 import { startTestApp, type TestApp } from "../../support/app.ts"
-import { configFrom, type Env } from "../../support/config.ts"
-import { layerMemory as durableCellMemory } from "../../../src/platform/durableCell/memory.ts"
-import { DailyHistory } from "../../../src/rates/history/DailyHistory.ts"
-import { coinGeckoAlone } from "../../support/rates.ts"
-import { upstreamHttp } from "../../support/upstream.ts"
+import type { Env } from "../../support/config.ts"
+import * as Rates from "../../../src/rates/layer.ts"
 
 /** The live provider with the production defaults, but for `env`. */
 const liveRatesLayer = (emulator: CoinGeckoEmulator, env: Env = {}): Layer.Layer<RatesProvider, unknown> =>
-  coinGeckoAlone.pipe(Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, ...env })),
-    Layer.provide(Layer.mergeAll(upstreamHttp, DailyHistory.layerMemory, durableCellMemory))
-  )
+  Rates.layerTest({ env: { COINGECKO_BASE_URL: emulator.url, ...env } })
 
 /** The app (callers told apart by X-Forwarded-For) over the live provider. */
 export const startRatesApp = (emulator: CoinGeckoEmulator, env: Env = {}, rates = liveRatesLayer(emulator, env)): Promise<TestApp> =>

@@ -5,8 +5,7 @@
  * memory, readable by the test; optionally the month's credits already spent.
  */
 import { Effect, Layer } from "effect"
-import { CoinbaseConfig, type CoinbaseConfigShape } from "../../../src/rates/coinbase/CoinbaseConfig.ts"
-import { CoinGeckoConfig } from "../../../src/rates/coingecko/CoinGeckoConfig.ts"
+import type { CoinbaseConfigShape } from "../../../src/rates/coinbase/CoinbaseConfig.ts"
 import * as Rates from "../../../src/rates/layer.ts"
 import { LEDGER } from "../../../src/rates/coingecko/credits/MonthlyBudget.ts"
 import { monthOf } from "../../../src/rates/coingecko/credits/monthlyCredits.ts"
@@ -16,9 +15,8 @@ import { DurableCell } from "../../../src/platform/durableCell/DurableCell.ts"
 import { makeMemoryCell } from "../../../src/platform/durableCell/memory.ts"
 import { startTestApp, type TestApp } from "../../support/app.ts"
 import { movableClock } from "../../support/clock.ts"
+import type { Env } from "../../support/config.ts"
 import { measureStalls } from "../../support/ownTime.ts"
-import { configFrom, type Env } from "../../support/config.ts"
-import { upstreamHttp } from "../../support/upstream.ts"
 
 /** Where both emulators are frozen: 2026-11-22T10:30:00Z. */
 export const NOW = Date.UTC(2026, 10, 22, 10, 30)
@@ -66,11 +64,12 @@ export const startFallbackApp = async (options: {
     const state = { lists: 0, cold: 0, refresh: 0, at: NOW, month: monthOf(NOW), spent: options.creditsSpent }
     Effect.runSync(cell.compareAndSet(LEDGER, undefined, JSON.stringify(state)))
   }
-  const rates = Rates.layerConfigured.pipe(
-    Layer.provide(Layer.mergeAll(CoinGeckoConfig.layer, CoinbaseConfig.layerWith(options.coinbaseGuards ?? {}))),
-    Layer.provide(configFrom({ COINBASE_WS_URL: "none", ...options.coinGeckoEnv, COINBASE_BASE_URL: options.coinbaseUrl })),
-    Layer.provide(Layer.mergeAll(upstreamHttp, Layer.succeed(DailyHistory)(history), Layer.succeed(DurableCell)(cell)))
-  )
+  const rates = Rates.layerTest({
+    env: { RATES_FALLBACK: "coinbase", ...options.coinGeckoEnv, COINBASE_BASE_URL: options.coinbaseUrl },
+    coinbase: options.coinbaseGuards,
+    history: Layer.succeed(DailyHistory)(history),
+    cell: Layer.succeed(DurableCell)(cell)
+  })
   // One clock for the requests and for the background work the Layers start (the lists' loads, refreshes).
   const clock = movableClock(NOW)
   const app = await startTestApp({ rates: Layer.merge(rates.pipe(Layer.provide(clock.layer)), clock.layer) })

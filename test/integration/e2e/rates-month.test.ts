@@ -13,13 +13,10 @@ import { DurableCell } from "../../../src/platform/durableCell/DurableCell.ts"
 import { makeMemoryCell } from "../../../src/platform/durableCell/memory.ts"
 import { LEDGER } from "../../../src/rates/coingecko/credits/MonthlyBudget.ts"
 import { monthOf, planFor } from "../../../src/rates/coingecko/credits/monthlyCredits.ts"
-import { DailyHistory } from "../../../src/rates/history/DailyHistory.ts"
+import * as Rates from "../../../src/rates/layer.ts"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../../emulators/coingecko.ts"
 import { startTestApp, type TestApp } from "../../support/app.ts"
-import { configFrom } from "../../support/config.ts"
 import { simulateMonth } from "../../support/simulatedMonth.ts"
-import { coinGeckoAlone } from "../../support/rates.ts"
-import { upstreamHttp } from "../../support/upstream.ts"
 
 describe("the landing page over a simulated day, on Demo's credits", () => {
   it("spends at most a day's share of the month, every answer 200, prices at most 15 minutes old", async () => {
@@ -60,9 +57,7 @@ describe("the month's credits spent", () => {
         return cell
       })
     )
-    const rates = coinGeckoAlone.pipe(Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url })),
-      Layer.provide(Layer.mergeAll(upstreamHttp, DailyHistory.layerMemory, spentLedger))
-    )
+    const rates = Rates.layerTest({ env: { COINGECKO_BASE_URL: emulator.url }, cell: spentLedger })
     app = await startTestApp({ rates })
   })
   afterAll(async () => {

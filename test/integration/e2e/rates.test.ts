@@ -2,19 +2,14 @@
  * POST /api/v1/exchange-rates end to end: the HTTP app over a socket, the live CoinGecko Layer
  * with its production timeouts, and the CoinGecko emulator over real HTTP (CONTRACT C4).
  */
-import { Layer } from "effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { type CoinGeckoEmulator, type FaultMode, startCoinGeckoEmulator } from "../../emulators/coingecko.ts"
 import { emulatedDailyPrices, emulatedPrice, startOfUtcDay } from "../../emulators/coingecko-data.ts"
 import { startTestApp, type TestApp } from "../../support/app.ts"
-import { configFrom } from "../../support/config.ts"
 import { expectProblem } from "../../support/problems.ts"
-import { measureStalls } from "../../support/ownTime.ts"
-import { layerMemory as durableCellMemory } from "../../../src/platform/durableCell/memory.ts"
-import { DailyHistory } from "../../../src/rates/history/DailyHistory.ts"
+import * as Rates from "../../../src/rates/layer.ts"
 import { PLENTY } from "../../support/credits.ts"
-import { coinGeckoAlone } from "../../support/rates.ts"
-import { upstreamHttp } from "../../support/upstream.ts"
+import { measureStalls } from "../../support/ownTime.ts"
 
 let emulator: CoinGeckoEmulator
 let app: TestApp
@@ -23,9 +18,7 @@ const NOW = Date.UTC(2026, 10, 22, 10, 30)
 beforeAll(async () => {
   emulator = await startCoinGeckoEmulator({ host: "127.0.0.1", now: NOW })
   // Production settings but for the breaker, which would otherwise open during the fault matrix.
-  const rates = coinGeckoAlone.pipe(Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_BREAKER_FAILURES: "1000", COINGECKO_CALLS_PER_MIN: "10000" })),
-    Layer.provide(Layer.mergeAll(upstreamHttp, DailyHistory.layerMemory, durableCellMemory))
-  )
+  const rates = Rates.layerTest({ env: { COINGECKO_BASE_URL: emulator.url, COINGECKO_BREAKER_FAILURES: "1000", COINGECKO_CALLS_PER_MIN: "10000" } })
   app = await startTestApp({ rates })
 })
 afterAll(async () => {
@@ -80,9 +73,7 @@ describe("exchange rates against the CoinGecko emulator", () => {
   it("serves a cached coin with stale: true during an outage", async () => {
     // Its own service, whose latest prices live 1 s (COINGECKO_LATEST_TTL_S): then the upstream goes down.
     const shortLived = await startTestApp({
-      rates: coinGeckoAlone.pipe(Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_LATEST_TTL_S: "1", COINGECKO_CALLS_PER_MONTH: PLENTY })),
-        Layer.provide(Layer.mergeAll(upstreamHttp, DailyHistory.layerMemory, durableCellMemory))
-      )
+      rates: Rates.layerTest({ env: { COINGECKO_BASE_URL: emulator.url, COINGECKO_LATEST_TTL_S: "1", COINGECKO_CALLS_PER_MONTH: PLENTY } })
     })
     try {
       const post = (body: unknown) =>

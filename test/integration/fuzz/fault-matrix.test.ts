@@ -20,10 +20,8 @@ import { type Checked, expectNoViolations } from "../../support/fuzz/harness.ts"
 import { send } from "../../support/fuzz/http.ts"
 import { jsonOf, violationsOf } from "../../support/fuzz/invariants.ts"
 import { loadOpenApi, type OpenApiModel } from "../../support/fuzz/openapi.ts"
-import { layerMemory as durableCellMemory } from "../../../src/platform/durableCell/memory.ts"
-import { DailyHistory } from "../../../src/rates/history/DailyHistory.ts"
+import * as Rates from "../../../src/rates/layer.ts"
 import { PLENTY } from "../../support/credits.ts"
-import { coinGeckoAlone } from "../../support/rates.ts"
 import { upstreamHttp } from "../../support/upstream.ts"
 
 const NOW = Date.UTC(2026, 10, 22, 10, 30)
@@ -49,7 +47,7 @@ describe("CoinGecko fault modes × the upstream calls behind POST /api/v1/exchan
   let model: OpenApiModel
   beforeAll(async () => {
     emulator = await startCoinGeckoEmulator({ host: "127.0.0.1", now: NOW })
-    const rates = coinGeckoAlone.pipe(Layer.provide(configFrom({
+    const rates = Rates.layerTest({ env: {
       COINGECKO_BASE_URL: emulator.url,
       COINGECKO_TIMEOUT_MS: "300",
       COINGECKO_REQUEST_BUDGET_MS: "1500",
@@ -61,7 +59,7 @@ describe("CoinGecko fault modes × the upstream calls behind POST /api/v1/exchan
       COINGECKO_LATEST_TTL_S: "1",
       COINGECKO_CALLS_PER_MONTH: PLENTY,
       COINGECKO_DEFAULT_RETRY_AFTER_S: "1"
-    })), Layer.provide(Layer.mergeAll(upstreamHttp, DailyHistory.layerMemory, durableCellMemory)))
+    } })
     app = await startTestApp({ rates })
     model = loadOpenApi(await (await fetch(`${app.url}/openapi.json`)).json())
     // Warm the currency list (cached a day) so every case below exercises only the call it faults.

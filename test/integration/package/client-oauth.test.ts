@@ -8,13 +8,13 @@ import { FetchHttpClient } from "effect/http"
 import * as jose from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type ApiClientOptions, makeApiClient, OAuthError, type PrivateKeyCredentials } from "../../../src/client.ts"
-import { startTestApp, type TestApp } from "../../support/app.ts"
+import { startTestApp, type TestApp, testOAuth } from "../../support/app.ts"
 
 let app: TestApp
 let limited: TestApp
 beforeAll(async () => {
   app = await startTestApp()
-  limited = await startTestApp({ oauthMaxFailuresPerMinute: 1 })
+  limited = await startTestApp({ oauth: testOAuth({ maxFailuresPerMinute: 1 }) })
 })
 afterAll(async () => {
   await app?.close()
@@ -92,7 +92,7 @@ describe("typed client: requestToken for a private_key_jwt client (issue 34)", (
       keys.set(alg, { privateKey: pair.privateKey, privateJwk: await jose.exportJWK(pair.privateKey) as JsonWebKey })
       jwks.push({ ...(await jose.exportJWK(pair.publicKey)), kid: alg })
     }
-    keyed = await startTestApp({ oauthClients: [{ name: "Keyed", clientId: "svc-keyed", scopes: ["rates:read"], keys: { jwks: { keys: jwks } } }] })
+    keyed = await startTestApp({ oauth: testOAuth({ clients: [{ name: "Keyed", clientId: "svc-keyed", scopes: ["rates:read"], keys: { jwks: { keys: jwks } } }] }) })
   })
   afterAll(() => keyed?.close())
 

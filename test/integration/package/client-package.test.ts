@@ -11,7 +11,7 @@ import { delimiter, dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as jose from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { startTestApp, type TestApp } from "../../support/app.ts"
+import { startTestApp, type TestApp, testOAuth } from "../../support/app.ts"
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../../..")
 const WORK = mkdtempSync(join(tmpdir(), "client-package-"))
@@ -132,7 +132,7 @@ beforeAll(async () => {
   const { privateKey, publicKey } = await jose.generateKeyPair("ES256", { extractable: true })
   privateJwk = JSON.stringify(await jose.exportJWK(privateKey))
   const publicJwk = { ...(await jose.exportJWK(publicKey)), kid: "package-key" }
-  app = await startTestApp({ oauthClients: [{ name: "Keyed", clientId: "svc-keyed", scopes: ["rates:read"], keys: { jwks: { keys: [publicJwk] } } }] })
+  app = await startTestApp({ oauth: testOAuth({ clients: [{ name: "Keyed", clientId: "svc-keyed", scopes: ["rates:read"], keys: { jwks: { keys: [publicJwk] } } }] }) })
   // Built outside the checkout: a test leaves no dist/ behind.
   const dist = join(WORK, "dist")
   timed("build", () => run(process.execPath, ["src/client/build.ts", "--out", dist], { cwd: ROOT }))

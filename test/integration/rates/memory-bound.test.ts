@@ -9,9 +9,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../../emulators/coingecko.ts"
 import { emulatedCoins, emulatedCurrencies } from "../../emulators/coingecko-data.ts"
 import { CopyStore } from "../../../src/rates/copies/CopyStore.ts"
+import * as Rates from "../../../src/rates/layer.ts"
 import { askFrom, junkSymbols, startRatesApp } from "../e2e/rates-abuse-support.ts"
 import { PLENTY } from "../../support/credits.ts"
-import { EMULATOR_NOW, healthyEnv, liveRatesWithCache } from "../../support/rates.ts"
+import { EMULATOR_NOW, healthyEnv } from "../../support/rates.ts"
 
 let emulator: CoinGeckoEmulator
 
@@ -25,7 +26,7 @@ describe("rates cache memory under a flood", () => {
     const store = CopyStore.makeMemory({ maxBytes: 4 * 1024 * 1024, negativeEntries: 500 })
     // A budget and shares large enough that the flood really reaches the cache.
     const env = healthyEnv(emulator.url, { COINGECKO_CALLS_PER_MIN: "10000", COINGECKO_CALLER_SHARE_PCT: "100", COINGECKO_CALLS_PER_MONTH: PLENTY })
-    const app = await startRatesApp(emulator, {}, liveRatesWithCache(env, Layer.succeed(CopyStore)(store)))
+    const app = await startRatesApp(emulator, {}, Rates.layerTest({ env, copies: Layer.succeed(CopyStore)(store) }))
     try {
       const held = await askFrom(app, "203.0.113.1", { cryptos: ["BTC", "ETH"], days: 30 })
       expect(held.status).toBe(200)
@@ -61,7 +62,7 @@ describe("rates cache memory under a flood", () => {
     const maxBytes = 256 * 1024 // about 25 years of daily points
     const store = CopyStore.makeMemory({ maxBytes })
     const env = healthyEnv(emulator.url, { COINGECKO_CALLS_PER_MIN: "10000", COINGECKO_CALLER_SHARE_PCT: "100", COINGECKO_CALLS_PER_MONTH: PLENTY })
-    const app = await startRatesApp(emulator, {}, liveRatesWithCache(env, Layer.succeed(CopyStore)(store)))
+    const app = await startRatesApp(emulator, {}, Rates.layerTest({ env, copies: Layer.succeed(CopyStore)(store) }))
     try {
       const popular = { cryptos: ["BTC"], currency: "usd", days: 365 }
       const first = await askFrom(app, "203.0.113.1", popular)

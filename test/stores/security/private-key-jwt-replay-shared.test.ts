@@ -9,7 +9,7 @@ import * as NodeRedis from "@effect/platform-node/NodeRedis"
 import { Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { JtiStore } from "../../../src/oauth/assertion/JtiStore.ts"
-import { startTestApp, type TestApp } from "../../support/app.ts"
+import { startTestApp, type TestApp, testOAuth } from "../../support/app.ts"
 import { assertionFor, assertionForm, type ClientKey, jwksOf, makeKey } from "../../support/assertionKit.ts"
 
 const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
@@ -20,9 +20,11 @@ let key: ClientKey
 const start = async (shared: boolean, env: Record<string, string>) => {
   const app = await startTestApp({
     env,
-    oauthMaxFailuresPerMinute: 1,
-    oauthClients: [{ name: "Keyed", clientId: "keyed", scopes: ["rates:read"], keys: { jwks: jwksOf(key) } }],
-    ...(shared ? { jtiStore: JtiStore.layerRedis.pipe(Layer.provide(NodeRedis.layer({ url: redisUrl }))) } : {})
+    oauth: testOAuth({
+      maxFailuresPerMinute: 1,
+      clients: [{ name: "Keyed", clientId: "keyed", scopes: ["rates:read"], keys: { jwks: jwksOf(key) } }],
+      ...(shared ? { jtiStore: JtiStore.layerRedis.pipe(Layer.provide(NodeRedis.layer({ url: redisUrl }))) } : {})
+    })
   })
   apps.push(app)
   return app

@@ -6,7 +6,7 @@
  *   FUZZ_SEED=123 FUZZ_RUNS_FACTOR=10 npx vitest run test/integration/fuzz
  */
 import { expect } from "vitest"
-import { startTestApp, type TestApp } from "../app.ts"
+import { startTestApp, type TestApp, testOAuth } from "../app.ts"
 import { BASE } from "../problems.ts"
 import { type RawRequest, type RawResponse, send, sendBytes } from "./http.ts"
 import { type Exchange, violationsOf } from "./invariants.ts"
@@ -52,7 +52,7 @@ const describeRequest = (req: RawRequest) =>
 
 export const startFuzzTarget = async (options: Parameters<typeof startTestApp>[0] = {}): Promise<FuzzTarget> => {
   // Failure limiting of the token endpoint would turn most fuzzed token requests into 429s.
-  const app = await startTestApp({ oauthMaxFailuresPerMinute: 10_000, ...options })
+  const app = await startTestApp({ oauth: testOAuth({ maxFailuresPerMinute: 10_000 }), ...options })
   const doc = await (await fetch(`${app.url}/openapi.json`)).json()
   const model = loadOpenApi(doc)
   const check = (exchange: Exchange): Checked => ({

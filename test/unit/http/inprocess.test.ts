@@ -5,26 +5,19 @@ import { Context, Layer } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { describe, expect, it } from "vitest"
 import { AppRoutes } from "../../../src/app.ts"
-import { AppConfig } from "../../../src/config/AppConfig.ts"
-import { configFrom } from "../../support/config.ts"
-import { AccessLog } from "../../../src/observability/AccessLog.ts"
 import { Health } from "../../../src/health/Health.ts"
 import { Readiness } from "../../../src/lifecycle/Readiness.ts"
 import { RatesAnswerMemo } from "../../../src/rates/answer.ts"
 import { routerConfig } from "../../../src/http/routeTable.ts"
-import { NewsletterMemory } from "../../../src/newsletter/memory.ts"
-import { OAuth } from "../../../src/oauth/OAuth.ts"
-import { RatesProvider } from "../../../src/rates/RatesProvider.ts"
-const RatesFake = RatesProvider.layerTest
+import { appServices } from "../../../src/services.ts"
+import { testServices } from "../../support/app.ts"
 
-const services = Layer.mergeAll(HttpServer.layerServices, RatesFake, NewsletterMemory.layer, OAuth.layerTest(), AccessLog.silent).pipe(
-  Layer.provideMerge(AppConfig.layer.pipe(Layer.provide(configFrom({ APP_ENV: "staging", PUBLIC_BASE_URL: "https://in.process" }))))
-)
+const services = Layer.merge(HttpServer.layerServices, appServices(testServices({ APP_ENV: "staging", PUBLIC_BASE_URL: "https://in.process" })))
 
 describe("in process", () => {
   it("serves the contract through a web handler", async () => {
     const { handler, dispose } = HttpRouter.toWebHandler(
-      AppRoutes.pipe(Layer.provide(Layer.mergeAll(Health.layer, RatesAnswerMemo.layer, Readiness.layer)), Layer.provide(services)),
+      AppRoutes.pipe(Layer.provide(Layer.mergeAll(Health.layer, RatesAnswerMemo.layer)), Layer.provide(services), Layer.provide(Readiness.layer)),
       { disableLogger: true, routerConfig }
     )
     try {

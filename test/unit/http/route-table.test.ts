@@ -8,18 +8,12 @@ import { Effect, Exit, Layer, Scope } from "effect"
 import { HttpRouter } from "effect/http"
 import { describe, expect, it } from "vitest"
 import { AppRoutes } from "../../../src/app.ts"
-import { AppConfig } from "../../../src/config/AppConfig.ts"
 import { Health } from "../../../src/health/Health.ts"
 import { Readiness } from "../../../src/lifecycle/Readiness.ts"
-import { RequestCounter } from "../../../src/http/rateLimit.ts"
 import { makeRouteTable, routerConfig } from "../../../src/http/routeTable.ts"
-import { NewsletterMemory } from "../../../src/newsletter/memory.ts"
-import { OAuth } from "../../../src/oauth/OAuth.ts"
-import { AccessLog } from "../../../src/observability/AccessLog.ts"
 import { RatesAnswerMemo } from "../../../src/rates/answer.ts"
-import { RatesProvider } from "../../../src/rates/RatesProvider.ts"
-import { testClients } from "../../support/app.ts"
-import { configFrom } from "../../support/config.ts"
+import { appServices } from "../../../src/services.ts"
+import { testServices } from "../../support/app.ts"
 
 /** Every (method, path) the application adds to its router, as src/server.ts builds it. */
 const servedRoutes = async () => {
@@ -39,17 +33,7 @@ const servedRoutes = async () => {
         }
       }))
   ).pipe(Layer.provide(Layer.succeed(HttpRouter.RouterConfig)(routerConfig)))
-  const config = AppConfig.layer.pipe(Layer.provide(configFrom({ PUBLIC_BASE_URL: "https://api.example.test" })))
-  const services = Layer.mergeAll(
-    RatesProvider.layerTest,
-    NewsletterMemory.layer,
-    OAuth.layerTest({ clients: testClients }),
-    AccessLog.silent,
-    RequestCounter.layerMemory,
-    Health.layer,
-    RatesAnswerMemo.layer,
-    Readiness.layer
-  ).pipe(Layer.provideMerge(config))
+  const services = Layer.mergeAll(Health.layer, RatesAnswerMemo.layer).pipe(Layer.provideMerge(appServices(testServices())), Layer.provideMerge(Readiness.layer))
   // The route markers of HttpRouter's types are what HttpRouter.serve discharges; building is enough here.
   const app = AppRoutes.pipe(Layer.provide(Recording), Layer.provide(services)) as unknown as Layer.Layer<never>
   const scope = await Effect.runPromise(Scope.make())

@@ -8,7 +8,7 @@
 import * as oauth from "oauth4webapi"
 import * as openid from "openid-client"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { startTestApp, type TestApp } from "../../support/app.ts"
+import { startTestApp, type TestApp, testOAuth } from "../../support/app.ts"
 import { type ClientKey, jwksOf, KEY_ALGS, makeKey, serveJwks } from "../../support/assertionKit.ts"
 
 const ISSUER = "https://api.example.test"
@@ -21,10 +21,12 @@ beforeAll(async () => {
   for (const alg of KEY_ALGS) keys.set(alg, await makeKey(alg))
   jwksServer = await serveJwks(jwksOf(...keys.values()))
   app = await startTestApp({
-    oauthClients: KEY_ALGS.flatMap((alg) => [
-      { name: `inline ${alg}`, clientId: `inline-${alg}`, scopes, keys: { jwks: jwksOf(keys.get(alg)!) } },
-      { name: `by uri ${alg}`, clientId: `uri-${alg}`, scopes, keys: { jwksUri: jwksServer.url } }
-    ])
+    oauth: testOAuth({
+      clients: KEY_ALGS.flatMap((alg) => [
+        { name: `inline ${alg}`, clientId: `inline-${alg}`, scopes, keys: { jwks: jwksOf(keys.get(alg)!) } },
+        { name: `by uri ${alg}`, clientId: `uri-${alg}`, scopes, keys: { jwksUri: jwksServer.url } }
+      ])
+    })
   })
 })
 afterAll(async () => {

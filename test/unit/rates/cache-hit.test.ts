@@ -10,19 +10,14 @@ import { TestClock } from "effect/testing"
 import { afterAll, beforeAll } from "vitest"
 import { ExchangeRatesResponse } from "../../../src/api/schemas.ts"
 import { encodeRatesBody } from "../../../src/rates/answer.ts"
-import { CoinbaseConfig } from "../../../src/rates/coinbase/CoinbaseConfig.ts"
 import { type ChartPoint, CoinGeckoClient, type MarketRow } from "../../../src/rates/coingecko/CoinGeckoClient.ts"
 import { DAY_MS } from "../../../src/rates/dailySeries.ts"
 import * as Rates from "../../../src/rates/layer.ts"
 import { sourceError } from "../../../src/rates/upstream.ts"
-import { configFrom } from "../../support/config.ts"
 import { CopyStore } from "../../../src/rates/copies/CopyStore.ts"
 import { RatesProvider, type RatesQuery, type RatesResult } from "../../../src/rates/RatesProvider.ts"
 import { startTestApp, type TestApp } from "../../support/app.ts"
-import { coinGeckoConfigFrom, EMULATOR_NOW, makeAgeableCache } from "../../support/rates.ts"
-import { MonthlyBudget } from "../../../src/rates/coingecko/credits/MonthlyBudget.ts"
-import { DailyHistory } from "../../../src/rates/history/DailyHistory.ts"
-import { upstreamHttp } from "../../support/upstream.ts"
+import { EMULATOR_NOW, makeAgeableCache } from "../../support/rates.ts"
 
 // ---------------------------------------------------------------------------------------------------
 // An upstream stub that counts how often each call is *built* (not run): a hit must build none.
@@ -90,21 +85,9 @@ const LATEST_TTL_S = 60
 /** Latest prices are refreshed an attempt's time (COINGECKO_TIMEOUT_MS, 3 s) before they expire. */
 const REFRESH_AT_MS = LATEST_TTL_S * 1000 - 3_000
 
-/** The capability over the stand-in client, CoinGecko alone, credits aplenty; its store of copies to be given. */
-const providerOver = (upstream: Layer.Layer<CoinGeckoClient>) =>
-  Rates.layerOverCoinGecko.pipe(
-    Layer.provide(Layer.mergeAll(
-      upstream,
-      coinGeckoConfigFrom({ COINGECKO_LATEST_TTL_S: String(LATEST_TTL_S) }),
-      CoinbaseConfig.layer.pipe(Layer.provide(configFrom({ RATES_FALLBACK: "none", COINBASE_WS_URL: "none" }))),
-      DailyHistory.layerMemory,
-      MonthlyBudget.layerMemory(1_000_000_000),
-      upstreamHttp
-    )),
-    Layer.orDie
-  )
-
-const providerWith = (upstream: Layer.Layer<CoinGeckoClient>, cache: Layer.Layer<CopyStore>) => providerOver(upstream).pipe(Layer.provide(cache))
+/** The use case over the stand-in client, CoinGecko alone, credits aplenty; its copies in memory unless given. */
+const providerOver = (upstream: Layer.Layer<CoinGeckoClient>, copies?: Layer.Layer<CopyStore>) =>
+  Rates.layerTest({ coinGecko: upstream, env: { COINGECKO_LATEST_TTL_S: String(LATEST_TTL_S) }, copies })
 
 const query: RatesQuery = { symbols: ["BTC", "XYZ", "ETH", "NOPE"], currency: "usd", days: 30 }
 const answer = (q: RatesQuery = query) => Effect.flatMap(RatesProvider, (rates) => rates.historical(q))
@@ -168,7 +151,7 @@ describe("CoinGecko provider on a cache hit", () => {
       const cold2 = yield* answer()
       assert.deepStrictEqual(cold2.result.rates.map((r) => r.price), [300, 300, 300])
       assert.deepStrictEqual(upstream.built, { markets: 2, chart: 0 })
-    }).pipe(Effect.provide(providerWith(upstream.layer, CopyStore.layerMemory())))
+    }).pipe(Effect.provide(providerOver(upstream.layer)))
   })
 
   it.effect("says freshUntil 0 for an answer made of last good copies, and for one without any rate", () => {
@@ -189,7 +172,7 @@ describe("CoinGecko provider on a cache hit", () => {
       const none = yield* answer({ symbols: ["NOPE"], currency: "usd", days: 7 })
       assert.deepStrictEqual(none.result.rates, [])
       assert.strictEqual(none.freshUntil, 0)
-    }).pipe(Effect.provide(providerWith(upstream.layer, cache.layer)))
+    }).pipe(Effect.provide(providerOver(upstream.layer, cache.layer)))
   })
 
   it.effect("answers the same content from a store that hands out fresh, unfrozen copies", () => {
@@ -205,11 +188,13 @@ describe("CoinGecko provider on a cache hit", () => {
       assert.deepStrictEqual(warm, cold)
       assert.deepStrictEqual(again, warm)
       assert.strictEqual(text(encodeRatesBody(again)), schemaBody(cold))
-    }).pipe(Effect.provide(providerWith(upstream.layer, cache.layer)))
+    }).pipe(Effect.provide(providerOver(upstream.layer, cache.layer)))
   })
 
   it.effect("still refuses a cached entry that is not what we wrote", () => {
     const upstream = makeStubUpstream()
+    // The provider's store, which the test writes to as well.
+    const copies = Layer.succeed(CopyStore)(CopyStore.makeMemory())
     return Effect.gen(function*() {
       yield* TestClock.setTime(EMULATOR_NOW)
       const cache = yield* CopyStore
@@ -220,7 +205,7 @@ describe("CoinGecko provider on a cache hit", () => {
       const { result } = yield* rates.historical({ symbols: ["BTC"], currency: "usd", days: 30 })
       assert.strictEqual(upstream.built.chart, 1) // refused as a miss and fetched again
       assert.strictEqual(result.rates[0]!.series.length, 30)
-    }).pipe(Effect.provide(providerOver(upstream.layer).pipe(Layer.provideMerge(CopyStore.layerMemory()))))
+    }).pipe(Effect.provide(Layer.merge(providerOver(upstream.layer, copies), copies)))
   })
 })
 
@@ -295,7 +280,7 @@ describe("POST /api/v1/exchange-rates with encoded bodies", () => {
   const upstream = makeStubUpstream()
   let app: TestApp
   beforeAll(async () => {
-    app = await startTestApp({ rates: providerWith(upstream.layer, CopyStore.layerMemory()) })
+    app = await startTestApp({ rates: providerOver(upstream.layer) })
   })
   afterAll(() => app.close())
 

@@ -9,32 +9,19 @@
 import { Context, Effect, Layer } from "effect"
 import * as jose from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { AppConfig } from "../../../src/config/AppConfig.ts"
-import { RequestCounter } from "../../../src/http/rateLimit.ts"
-import { NewsletterMemory } from "../../../src/newsletter/memory.ts"
-import { OAuth } from "../../../src/oauth/OAuth.ts"
 import { SigningKeys } from "../../../src/oauth/SigningKeys.ts"
-import { AccessLog } from "../../../src/observability/AccessLog.ts"
-import { RatesProvider } from "../../../src/rates/RatesProvider.ts"
-import { testClients } from "../../support/app.ts"
-import { configFrom } from "../../support/config.ts"
+import { startTestApp, type TestApp, testOAuth } from "../../support/app.ts"
 import { expectProblem } from "../../support/problems.ts"
-import { serve, type TestServer } from "../../support/server.ts"
 
 const BASE = "https://api.example.test"
 const TTL = 900
 
-let app: TestServer
+let app: TestApp
 let keys: Context.Service.Shape<typeof SigningKeys>
 beforeAll(async () => {
-  const config = AppConfig.layer.pipe(Layer.provide(configFrom({ PUBLIC_BASE_URL: BASE, TOKEN_TTL_SECONDS: String(TTL) })))
   // The application's OAuth core, whose signing keys the test keeps to forge with.
-  const oauth = OAuth.layerTest({ clients: testClients }).pipe(
-    Layer.tap((context) => Effect.sync(() => (keys = Context.get(context, SigningKeys))))
-  )
-  const services = Layer.mergeAll(RatesProvider.layerTest, NewsletterMemory.layer, oauth, AccessLog.capture([]), RequestCounter.layerMemory)
-    .pipe(Layer.provideMerge(config))
-  app = await serve(services)
+  const oauth = testOAuth().pipe(Layer.tap((context) => Effect.sync(() => (keys = Context.get(context, SigningKeys)))))
+  app = await startTestApp({ env: { PUBLIC_BASE_URL: BASE, TOKEN_TTL_SECONDS: String(TTL) }, oauth })
 })
 afterAll(() => app.close())
 

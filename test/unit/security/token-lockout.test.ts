@@ -5,14 +5,14 @@
  * refuse a client's right secret.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { basic, startTestApp, type TestApp } from "../../support/app.ts"
+import { basic, startTestApp, type TestApp, testOAuth } from "../../support/app.ts"
 
 /** Failures allowed per (address, client) pair; an address gets ten times that. */
 const LIMIT = 3
 
 let app: TestApp
 beforeAll(async () => {
-  app = await startTestApp({ env: { TRUST_PROXY: "true" }, oauthMaxFailuresPerMinute: LIMIT })
+  app = await startTestApp({ env: { TRUST_PROXY: "true" }, oauth: testOAuth({ maxFailuresPerMinute: LIMIT }) })
 })
 afterAll(() => app.close())
 

@@ -7,8 +7,9 @@ import { afterAll, assert, beforeAll, beforeEach, describe, it } from "@effect/v
 import { Effect } from "effect"
 import { type CoinGeckoEmulator, type FaultMode, startCoinGeckoEmulator } from "../../../emulators/coingecko.ts"
 import { emulatedDailyPrices } from "../../../emulators/coingecko-data.ts"
+import * as Rates from "../../../../src/rates/layer.ts"
 import type { RatesError } from "../../../../src/rates/RatesProvider.ts"
-import { EMULATOR_NOW, fastEnv, historical, liveRates, liveRatesWithCache, makeAgeableCache } from "../../../support/rates.ts"
+import { EMULATOR_NOW, fastEnv, historical, liveRates, makeAgeableCache } from "../../../support/rates.ts"
 import { timed } from "../../../support/ownTime.ts"
 import { PLENTY } from "../../../support/credits.ts"
 
@@ -197,7 +198,7 @@ describe("stale-if-error", () => {
         assert.isBelow(ownMs, 3_000)
         const uncached = yield* Effect.flip(historical({ symbols: ["BTC", "SOL"], currency: "eur" }))
         assert.include(["RatesUpstreamError", "RatesUnavailableError"], uncached._tag)
-      }).pipe(Effect.provide(liveRatesWithCache(fastEnv(emulator.url), cache.layer)))
+      }).pipe(Effect.provide(Rates.layerTest({ env: fastEnv(emulator.url), copies: cache.layer })))
     })
   }
 

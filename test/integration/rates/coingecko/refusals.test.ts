@@ -15,13 +15,11 @@ import { metricsText } from "../../../../src/observability/metrics.ts"
 import { DurableCell, type DurableCellShape } from "../../../../src/platform/durableCell/DurableCell.ts"
 import { makeMemoryCell } from "../../../../src/platform/durableCell/memory.ts"
 import { LEDGER, MonthlyBudget } from "../../../../src/rates/coingecko/credits/MonthlyBudget.ts"
-import { DailyHistory } from "../../../../src/rates/history/DailyHistory.ts"
+import * as Rates from "../../../../src/rates/layer.ts"
 import { RatesProvider } from "../../../../src/rates/RatesProvider.ts"
 import { type CoinGeckoEmulator, type FaultMode, startCoinGeckoEmulator } from "../../../emulators/coingecko.ts"
 import { type MovableClock, movableClock } from "../../../support/clock.ts"
-import { configFrom } from "../../../support/config.ts"
-import { upstreamHttp } from "../../../support/upstream.ts"
-import { coinGeckoAlone, EMULATOR_NOW } from "../../../support/rates.ts"
+import { EMULATOR_NOW } from "../../../support/rates.ts"
 
 const MINUTE = 60_000
 const HOUR = 60 * MINUTE
@@ -45,10 +43,10 @@ const makeRun = (cell: DurableCellShape = makeMemoryCell()) => {
 
   /** The service as built for production, on the Demo plan (10,000 credits), CoinGecko alone. */
   const start = async () => {
-    const rates = coinGeckoAlone.pipe(
-      Layer.provide(configFrom({ COINGECKO_BASE_URL: emulator.url, COINGECKO_RETRIES: "1", COINGECKO_RETRY_BASE_MS: "1", COINGECKO_CALLS_PER_MONTH: "10000" })),
-      Layer.provide(Layer.mergeAll(upstreamHttp, DailyHistory.layerMemory, Layer.succeed(DurableCell)(cell)))
-    )
+    const rates = Rates.layerTest({
+      env: { COINGECKO_BASE_URL: emulator.url, COINGECKO_RETRIES: "1", COINGECKO_RETRY_BASE_MS: "1", COINGECKO_CALLS_PER_MONTH: "10000" },
+      cell: Layer.succeed(DurableCell)(cell)
+    })
     const scope = await Effect.runPromise(Scope.make())
     const context = await Effect.runPromise(Layer.buildWithScope(rates, scope).pipe(Effect.provide(clock.layer)))
     instance = { scope, context }

@@ -9,16 +9,14 @@ import { Effect, Exit, Layer, Logger, Scope } from "effect"
 import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { layerMemory as durableCellMemory } from "../../../../src/platform/durableCell/memory.ts"
 import { DailyHistory } from "../../../../src/rates/history/DailyHistory.ts"
+import * as Rates from "../../../../src/rates/layer.ts"
 import { RatesProvider, type RatesQuery } from "../../../../src/rates/RatesProvider.ts"
 import { DAY_MS, emulatedPrice, startOfUtcDay } from "../../../emulators/coingecko-data.ts"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../../../emulators/coingecko.ts"
 import { type MovableClock, movableClock } from "../../../support/clock.ts"
-import { configFrom } from "../../../support/config.ts"
 import { tempDataDir } from "../../../support/spawn.ts"
-import { coinGeckoAlone, EMULATOR_NOW, fastEnv, healthyEnv } from "../../../support/rates.ts"
-import { upstreamHttp } from "../../../support/upstream.ts"
+import { EMULATOR_NOW, fastEnv, healthyEnv } from "../../../support/rates.ts"
 
 let emulator: CoinGeckoEmulator
 beforeAll(async () => {
@@ -36,10 +34,7 @@ const TODAY = startOfUtcDay(EMULATOR_NOW)
 /** One instance: its own cache, on `clock`, keeping the history under `dataDir`; `logs` collects its warnings. */
 const instance = (dataDir: string, clock: MovableClock, env = healthyEnv(emulator.url), warnings: Array<string> = []) =>
   Layer.mergeAll(
-    coinGeckoAlone.pipe(Layer.provide(configFrom(env)),
-      Layer.provide(Layer.mergeAll(upstreamHttp, DailyHistory.layerFiles(dataDir), durableCellMemory)),
-      Layer.provideMerge(clock.layer)
-    ),
+    Rates.layerTest({ env, history: DailyHistory.layerFiles(dataDir) }).pipe(Layer.provideMerge(clock.layer)),
     Logger.layer([Logger.make(({ logLevel, message }) => {
       if (logLevel === "Warn") warnings.push(Array.isArray(message) ? message.join(" ") : String(message))
     })])
