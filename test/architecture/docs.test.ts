@@ -1,7 +1,8 @@
 /**
  * The repository explains itself: README.md stays short and links every document in docs/; every relative link in
- * README.md and docs/ reaches a file (and a heading, when it names one); every decision, specification section and
- * provider section the code cites has its section in docs/; and no file names a path outside the repository.
+ * README.md and docs/ reaches a file (and a heading, when it names one), and every path they name exists; every
+ * decision, specification section and provider section the code cites has its section in docs/; and no file
+ * names a path outside the repository.
  * Files only, no process: the repository as a reader finds it.
  */
 import { readdirSync, readFileSync, statSync } from "node:fs"
@@ -121,6 +122,17 @@ describe("the repository's documents", () => {
       })
     )
     expect(broken).toEqual([])
+  })
+
+  it("names in code spans only paths of the repository that exist (`src/...`, `test/...`)", () => {
+    const fenced = /^(```|~~~)[^\n]*\n[\s\S]*?^\1[^\n]*$/gm
+    const missing = documents.flatMap((doc) =>
+      [...read(doc).replace(fenced, "").matchAll(/`((?:src|test|docs|\.ci)\/[\w./-]+)`/g)]
+        .map((match) => match[1]!)
+        .filter((path) => !exists(join(ROOT, path)))
+        .map((path) => `${doc}: ${path}`)
+    )
+    expect(missing).toEqual([])
   })
 
   it("has a section of docs/decisions.md for every decision the code cites (C4, CONTRACT C4, C4 \"Live quotes\")", () => {
