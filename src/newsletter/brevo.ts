@@ -1,5 +1,5 @@
 /**
- * Brevo double opt-in (upstreams.md §3.2, §3.6): `POST {base}/contacts/doubleOptinConfirmation`.
+ * Brevo double opt-in (docs/upstreams.md §5, §7): `POST {base}/contacts/doubleOptinConfirmation`.
  * 201 "DOI contact created" and 204 "DOI contact updated" both answer 200 upstream of us (no
  * enumeration), and so does Brevo's refusal of an address it keeps on file (a blocklisted or another
  * contact's, CONTRACT C5 amended); only Brevo's own verdict that the address is invalid becomes
@@ -56,7 +56,7 @@ const makeBrevo = (
 export const layerBrevo = (settings: BrevoSettings, policy: CallPolicy): Layer.Layer<Newsletter, never, HttpClient.HttpClient> =>
   Layer.effect(Newsletter, Effect.map(HttpClient.HttpClient, (client) => makeBrevo(settings, policy, client)))
 
-/** Maps one answer to an outcome or a typed failure (upstreams.md §3.6). */
+/** Maps one answer to an outcome or a typed failure (docs/upstreams.md §7). */
 const interpret = (
   answer: ProviderAnswer
 ): Effect.Effect<SubscribeOutcome, NewsletterInvalidEmail | NewsletterUpstreamError | TransientFailure> => {
@@ -72,7 +72,7 @@ const interpret = (
   if (status >= 500) return Effect.fail(new TransientFailure({ reason: `brevo answered ${status}` }))
   const error = decodeBrevoError(parseJson(body))
   if (status === 400 && error._tag === "Some" && isOnFile(error.value)) {
-    // Nobody is told the address is known; re-subscribing needs Brevo's own flow (upstreams.md §3.6).
+    // Nobody is told the address is known; re-subscribing needs Brevo's own flow (docs/upstreams.md §7).
     return Effect.as(
       Effect.logInfo("brevo keeps the address on file (blocklisted or another contact's); answered as an existing one", error.value.message),
       "existing"

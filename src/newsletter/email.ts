@@ -1,5 +1,5 @@
 /**
- * E-mail address validation and normalisation for POST /api/subscribe (CONTRACT C5, upstreams.md §4).
+ * E-mail address validation and normalisation for POST /api/subscribe (CONTRACT C5, docs/upstreams.md §8).
  *
  * The verdict is `validator`'s `isEmail` with the "practical address" options; no regex of our own
  * decides validity. The extra checks below only pick a specific, human-readable reason for a

@@ -1,5 +1,5 @@
 /**
- * Listmonk public subscription (upstreams.md §3.3, §3.6): `POST {url}/api/public/subscription`.
+ * Listmonk public subscription (docs/upstreams.md §6, §7): `POST {url}/api/public/subscription`.
  * An address already on file is not an error there: its lists are updated and `has_optin` is false,
  * so the call is idempotent and reveals nothing to the caller. A list UUID Listmonk does not know gets
  * the same 200 and subscribes to nothing, which no answer shows: so with an API user the lists are

@@ -1,6 +1,6 @@
 /**
  * Brevo emulator: `POST /v3/contacts/doubleOptinConfirmation` as documented (developers.brevo.com
- * create-doi-contact; upstreams.md §3.2) and as Brevo is seen to answer:
+ * create-doi-contact; docs/upstreams.md §5) and as Brevo is seen to answer:
  *   - `api-key` header checked first: none → 401 {"message":"authentication not found in headers",
  *     "code":"unauthorized"}; another → 401 {"code":"unauthorized","message":"Key not found"}
  *   - with the account's IP blocking on (Brevo turns it on by itself after 30 days), a call from an

@@ -1,7 +1,7 @@
 /**
  * Coinbase Exchange's documented limits of its public WebSocket feed, per client address (all connections
  * from one address together; docs.cdp.coinbase.com/exchange/websocket-feed/rate-limits, summed up in
- * ../shared/reference/upstreams.md §1.10), as coinbase-feed.ts enforces them:
+ * docs/upstreams.md §4), as coinbase-feed.ts enforces them:
  *   - connection requests: 8 a second, bursts up to 20 (a token bucket); past it, 429 at the upgrade;
  *   - messages sent by clients: 100 a second (a sliding second); past it, the connection that sent the
  *     excess gets an error and is closed;

@@ -66,7 +66,7 @@ export interface CoinbaseFeedOptions {
   readonly limitsClock?: () => number
   /**
    * The ticker sent at once on subscribing lacks `trade_id`, `time`, `side` and `last_size`, as Coinbase's
-   * has (upstreams.md §1.10); default true.
+   * has (docs/upstreams.md §4); default true.
    */
   readonly partialFirstTicker?: boolean
   /** Every n-th trade of a product is sent to nobody (a dropped message: its sequence number jumps); 0: none. Default 5. */

@@ -61,7 +61,7 @@ const coinList = (extra: number) => {
 
 /**
  * The Demo plan's refusal of history older than 365 days: 401 with error 10012, on market_chart and
- * market_chart/range alike (upstreams.md §1.1; ghostfolio#3231, waxtax#8).
+ * market_chart/range alike (docs/upstreams.md §1; ghostfolio#3231, waxtax#8).
  */
 const beyondDemoRange = (now: number): Answer => ({
   status: 401,

@@ -145,7 +145,7 @@ const CLOUDFLARE_429 = `<!DOCTYPE html>
 <p>The owner of this website (api.coingecko.com) has banned you temporarily from accessing this website.</p>
 <p>Cloudflare Ray ID: 8f00000000000000</p></div></body></html>`
 
-/** CoinGecko's refusal of a call without a User-Agent (upstreams.md §1.10). */
+/** CoinGecko's refusal of a call without a User-Agent (docs/upstreams.md §4). */
 const NO_USER_AGENT =
   "Please add a descriptive User-Agent to your request. For higher rate limits & stable integration, please subscribe to our API plans: https://www.coingecko.com/en/api/pricing"
 

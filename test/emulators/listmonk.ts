@@ -1,5 +1,5 @@
 /**
- * Listmonk emulator, as knadh/listmonk (v5+) answers (upstreams.md §3.3):
+ * Listmonk emulator, as knadh/listmonk (v5+) answers (docs/upstreams.md §6):
  *   - `POST /api/public/subscription` (cmd/public.go processSubForm):
  *     public subscription disabled → 400 {"message":"That feature is not available."};
  *     no list → 400 "No valid lists selected to subscribe."; invalid address → 400 "Invalid email.";

@@ -1,7 +1,7 @@
 /**
  * One holder of a role among the instances of a deployment, and a channel between them: for what a
  * provider allows once per address, not once per process (Coinbase's feed: a connection, and its
- * messages, counted per address; ../shared/reference/upstreams.md §1.10). The holder does the work and
+ * messages, counted per address; docs/upstreams.md §4). The holder does the work and
  * publishes what it learns; the others read it and tell the holder what they need.
  *
  * Implementations: `Leadership.layerAlone` below (one process, no shared store: it always holds, and

@@ -57,7 +57,7 @@ const errorCodeOf = (json: unknown): number | string | undefined => {
   return typeof value.error === "string" ? undefined : value.error.status.error_code
 }
 
-/** Demo's (and keyless) history ends 365 days back; older is 401 with this code (upstreams.md §1.1). */
+/** Demo's (and keyless) history ends 365 days back; older is 401 with this code (docs/upstreams.md §1). */
 const BEYOND_PLAN_HISTORY = 10012
 
 /** The refusals CoinGecko explains itself: the plan's history, which is no refused key (upstreamCall.ts `ownRefusal`). */

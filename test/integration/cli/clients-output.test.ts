@@ -1,5 +1,5 @@
 /**
- * The documented CLI command, run as the README shows it (through npm) and piped: stdout is JSON alone,
+ * The documented CLI command, run as docs/integrators.md shows it (through npm) and piped: stdout is JSON alone,
  * messages and logs go to stderr, and the undocumented `npm run clients` into a pipe (npm's banner on
  * stdout) is refused before a secret can be issued and lost.
  */
@@ -28,7 +28,7 @@ const listed = () => {
   return (JSON.parse(res.stdout) as Array<{ client_id: string; name: string }>)
 }
 
-describe("npm run --silent clients (the README's command)", () => {
+describe("npm run --silent clients (the documented command)", () => {
   it("create: stdout is exactly the JSON credentials, nothing else", () => {
     const res = npm(["run", "--silent", "clients", "--", "create", "--name", "piped", "--scope", "rates:read health:read"])
     expect(res.code, res.stderr).toBe(0)

@@ -1,6 +1,6 @@
 /**
- * .env.example: every variable of the README's configuration table, each with a one-line comment and
- * its default, and nothing the README does not know; the defaults as written start the service.
+ * .env.example: every variable of docs/configuration.md's table, each with a one-line comment and its
+ * default, and nothing the table does not know; the defaults as written start the service.
  */
 import { readFileSync } from "node:fs"
 import { dirname, resolve } from "node:path"
@@ -17,20 +17,20 @@ const entries = example.flatMap((line, i) => {
   return match === null ? [] : [{ name: match[1]!, value: match[2]!, comment: example[i - 1] ?? "" }]
 })
 
-/** Variable names in the first column of the README's configuration table. */
-const readmeVariables = () => {
-  const readme = readFileSync(resolve(ROOT, "README.md"), "utf8")
-  const section = readme.slice(readme.indexOf("## Configuration"), readme.indexOf("\n## ", readme.indexOf("## Configuration") + 1))
+/** Variable names in the first column of docs/configuration.md's table. */
+const documentedVariables = () => {
+  const doc = readFileSync(resolve(ROOT, "docs/configuration.md"), "utf8")
+  const section = doc.slice(doc.indexOf("## The variables"), doc.indexOf("\n## ", doc.indexOf("## The variables") + 1))
   return section.split("\n").filter((line) => line.startsWith("| `")).flatMap((line) =>
     [...line.split("|")[1]!.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1]!)
   )
 }
 
 describe(".env.example", () => {
-  it("lists exactly the README's variables, once each, each after a one-line comment", () => {
+  it("lists exactly the documented variables, once each, each after a one-line comment", () => {
     const names = entries.map((e) => e.name)
     expect(new Set(names).size).toBe(names.length)
-    expect([...names].sort()).toEqual([...new Set(readmeVariables())].sort())
+    expect([...names].sort()).toEqual([...new Set(documentedVariables())].sort())
     for (const entry of entries) {
       expect(entry.comment, entry.name).toMatch(/^# \S.{10,}$/)
       expect(entry.comment, entry.name).not.toMatch(/^# [A-Z][A-Z0-9_]+=/)

@@ -397,7 +397,7 @@ describe("the Coinbase emulator's WebSocket feed", () => {
   })
 })
 
-describe("the feed refuses what Coinbase refuses (../shared/reference/upstreams.md §1.10)", () => {
+describe("the feed refuses what Coinbase refuses (docs/upstreams.md §4)", () => {
   it("an upgrade without a User-Agent: 400, as Coinbase's REST answers", async () => {
     expect(await upgradeStatus(emulator.wsUrl, null)).toBe(400)
     expect(await upgradeStatus()).toBe(101)

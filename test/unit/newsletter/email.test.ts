@@ -5,7 +5,7 @@ import { maskEmail, validateEmail } from "../../../src/newsletter/email.ts"
 
 const label = (c: string, n: number) => c.repeat(n)
 
-/** input → normalised address (upstreams.md §4 table and more). */
+/** input → normalised address (docs/upstreams.md §8, and more). */
 const accepted: ReadonlyArray<readonly [string, string]> = [
   ["user@example.com", "user@example.com"],
   ["  user@example.com \n", "user@example.com"],

@@ -1,6 +1,6 @@
 /**
  * The connection to Coinbase's WebSocket feed (`COINBASE_WS_URL`, over src/platform/upstreamHttp.ts), within its
- * limits (../shared/reference/upstreams.md §1.10), run by the instance holding the feed (relay.ts). Opened once a
+ * limits (docs/upstreams.md §4), run by the instance holding the feed (relay.ts). Opened once a
  * pair is wanted (Coinbase closes an idle one in 5 s). A subscribe naming one unknown product is refused whole:
  * that pair goes to the sink, the rest are asked again. The back-off resets only after `stableMs` connected.
  */

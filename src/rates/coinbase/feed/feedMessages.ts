@@ -1,7 +1,7 @@
 /**
  * Coinbase's WebSocket feed (`ticker`, `heartbeat`) read with Schema (a message that does not read is dropped, never
- * half used), and what we send it. The ticker sent on subscribing lacks its trade (../shared/reference/upstreams.md
- * §1.10): a snapshot of unknown age, skipped. No I/O: see connection.ts.
+ * half used), and what we send it. The ticker sent on subscribing lacks its trade (docs/upstreams.md §4): a
+ * snapshot of unknown age, skipped. No I/O: see connection.ts.
  */
 import { Exit, Schema, SchemaIssue, SchemaTransformation } from "effect"
 

@@ -40,7 +40,7 @@ const drain = (perMonth: number, kind: CreditKind, start: number, ms: number, st
 }
 
 describe("monthly credits", () => {
-  it("states the pace of Demo and Basic as the README does", () => {
+  it("states the pace of Demo and Basic as docs/rates.md does", () => {
     expect(planFor(10_000).ratePerMs * MINUTE).toBeCloseTo(9_800 / 44_640, 6)
     expect(planFor(10_000).ratePerMs * MINUTE).toBeLessThanOrEqual(0.23)
     expect(planFor(100_000).ratePerMs * MINUTE).toBeCloseTo(98_000 / 44_640, 6)
