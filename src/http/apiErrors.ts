@@ -3,9 +3,8 @@
  * body limit and the request's span as their parent, and turns whatever the app answered with (typed errors, router 404s, defects) into
  * a complete problem (C7). Headers, limits, logs, metrics and the request's span are the edge's (edge.ts).
  */
-import { ByteSize, Context, Effect, Layer, Tracer, type Types } from "effect"
+import { ByteSize, Context, Effect, Tracer, type Types } from "effect"
 import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { MethodProblems, RateLimit, ServerProblems } from "../api/Api.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { exchangeOf } from "./exchange.ts"
 import { completeProblem, isJsonResponse, isProblemResponse, problemResponse, type ProblemContext } from "./problemResponse.ts"
@@ -80,10 +79,3 @@ const toProblem = (
         : problemResponse("validation_failed", ctx, { detail: "The request could not be read." })
   }
 }
-
-/** Middlewares of the contract that only declare what the edge produces (405, 429, 500). */
-export const DeclaredProblems = Layer.mergeAll(
-  Layer.succeed(MethodProblems)((httpEffect) => httpEffect),
-  Layer.succeed(ServerProblems)((httpEffect) => httpEffect),
-  Layer.succeed(RateLimit)((httpEffect) => httpEffect)
-)
