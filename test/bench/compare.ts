@@ -1,0 +1,28 @@
+/**
+ * Two checkouts' services measured side by side in one invocation (`--compare DIR`: the scenarios,
+ * compareMode.ts; `--token --compare DIR`: the token endpoint, tokenMode.ts). Both services run the
+ * whole time and are measured in turn, A B, then B A, ...: on a shared machine a drift of load hits both
+ * alike, which separate invocations cannot promise; each run's A / B is taken from its back-to-back pair.
+ */
+import { round } from "./common.ts"
+
+export type Side = "a" | "b"
+
+/** Which side goes first in run `run` (A B, B A, A B, ...). */
+export const sidesInTurn = (run: number): readonly [Side, Side] => (run % 2 === 0 ? ["a", "b"] : ["b", "a"])
+
+export const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
+
+export interface PairedRatios {
+  /** Each run's A / B, in run order. */
+  readonly runs: ReadonlyArray<number>
+  readonly min: number
+  readonly median: number
+  readonly max: number
+}
+
+/** A / B of `value` for each run's pair, and their spread. */
+export const pairedRatios = <M>(a: ReadonlyArray<M>, b: ReadonlyArray<M>, value: (m: M) => number): PairedRatios => {
+  const runs = a.map((m, i) => round(value(m) / value(b[i]!), 3))
+  return { runs, min: Math.min(...runs), median: median(runs), max: Math.max(...runs) }
+}
