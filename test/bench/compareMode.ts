@@ -73,17 +73,20 @@ export const runCompareMode = async (opts: Options, tmp: string, upstream: Upstr
       runs: { a, b }
     }
   })
-  const head = `${pad("scenario", 27)}${lpad("CPU µs/req A", 13)}${lpad("B", 7)}   ${pad("A/B CPU per run", 24)}${lpad("median", 7)}${lpad("min-max", 13)}   ${lpad("A/B req/s", 10)}  check`
+  const range = (from: number, to: number) => `${from.toFixed(3)}-${to.toFixed(3)}`
+  const head = `${pad("scenario", 27)}${lpad("CPU µs/req A", 13)}${lpad("B", 7)}   A/B CPU: ${lpad("median", 6)}${lpad("quartiles", 13)}${lpad("min-max", 13)}   ${lpad("A/B req/s", 9)}  check`
   const lines = [head, "-".repeat(head.length + 4)]
   for (const r of rows) {
+    const c = r.cpuRatio
     lines.push(
-      `${pad(r.label, 27)}${lpad(r.cpuUsPerRequest.a.toFixed(1), 13)}${lpad(r.cpuUsPerRequest.b.toFixed(1), 7)}   ${pad(r.cpuRatio.runs.map((x) => x.toFixed(3)).join(" "), 24)}` +
-        `${lpad(r.cpuRatio.median.toFixed(3), 7)}${lpad(`${r.cpuRatio.min.toFixed(3)}-${r.cpuRatio.max.toFixed(3)}`, 13)}   ${lpad(r.rpsRatio.median.toFixed(3), 10)}  ${r.checks.length === 0 ? "ok" : r.checks.join("; ")}`
+      `${pad(r.label, 27)}${lpad(r.cpuUsPerRequest.a.toFixed(1), 13)}${lpad(r.cpuUsPerRequest.b.toFixed(1), 7)}   ${" ".repeat(9)}${lpad(c.median.toFixed(3), 6)}` +
+        `${lpad(range(c.q1, c.q3), 13)}${lpad(range(c.min, c.max), 13)}   ${lpad(r.rpsRatio.median.toFixed(3), 9)}  ${r.checks.length === 0 ? "ok" : r.checks.join("; ")}`
     )
   }
+  lines.push("", "A/B CPU per run, in run order:", ...rows.map((r) => `${pad(r.label, 27)}${r.cpuRatio.runs.map((x) => x.toFixed(3)).join(" ")}`))
   process.stdout.write(
     `\n${lines.join("\n")}\n\nA = ${roots.a}, B = ${roots.b}. CPU µs/req: the server's user + system CPU time over the run / its requests, ` +
-      `median of the runs. A/B per run: the run's pair, measured back to back; median and min-max of those.\n`
+      `median of the runs. A/B per run: the run's pair, measured back to back; their median, quartiles and extremes.\n`
   )
   const file = join(opts.out, `compare-${stamp}.json`)
   writeFileSync(file, `${JSON.stringify({ a: roots.a, b: roots.b, runs: opts.runs, durationSec: opts.duration, warmupSec: opts.warmup, connections: opts.connections, scenarios: rows }, null, 2)}\n`)

@@ -6,10 +6,11 @@
  * children. The spans go to a collector of ours (OTLP/JSON over HTTP), read once the app is closed
  * (closing flushes the exporter).
  */
-import { createServer } from "node:http"
+import { createServer, type IncomingMessage } from "node:http"
 import type { AddressInfo } from "node:net"
-import { Effect, Layer } from "effect"
+import { Context, Effect, Layer, References, Tracer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { makeRequestSpans } from "../../src/observability/requestSpan.ts"
 import { RatesProvider } from "../../src/rates/RatesProvider.ts"
 import { countingRatesProvider } from "../rates/helpers.ts"
 import type { Env } from "../support/config.ts"
@@ -210,5 +211,29 @@ describe("with traces exported", () => {
       status: expect.objectContaining({ code: 2 }),
       attributes: expect.objectContaining({ "http.response.status_code": 500 })
     })])
+  })
+})
+
+describe("with traces not exported", () => {
+  /** A tracer that counts the spans asked of it (Effect's native one makes them for nobody). */
+  const counting = () => {
+    const made = { spans: 0 }
+    const tracer = Tracer.make({
+      span: (options) => {
+        made.spans++
+        return Tracer.nativeTracer.span(options)
+      }
+    })
+    return { tracer, made }
+  }
+
+  it("no span is made (server.ts turns References.TracerEnabled off without an OTLP endpoint)", () => {
+    const { tracer, made } = counting()
+    const off = Context.make(Tracer.Tracer, tracer).pipe(Context.add(References.TracerEnabled, false))
+    expect(makeRequestSpans(off)).toBeUndefined()
+    expect(made.spans).toBe(0)
+    // The same tracer, enabled: asked for a span per request.
+    makeRequestSpans(Context.make(Tracer.Tracer, tracer))!.start({ method: "GET", headers: {} } as IncomingMessage)
+    expect(made.spans).toBe(1)
   })
 })
