@@ -8,7 +8,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "./api/Api.ts"
 import { HealthHandlers } from "./health/handlers.ts"
 import { healthReadyAnswer } from "./health/readyAnswer.ts"
-import { ApiErrors, DeclaredProblems } from "./http/apiErrors.ts"
+import { ApiErrors } from "./http/apiErrors.ts"
 import { DocumentRoutes } from "./http/documents.ts"
 import { ReadyAnswers } from "./http/ReadyAnswers.ts"
 import { BodyProblemsLive } from "./http/validation.ts"
@@ -19,7 +19,7 @@ import { RatesHandlers, ratesReadyAnswer } from "./rates/handlers.ts"
 
 const ApiRoutes = HttpApiBuilder.layer(Api).pipe(
   Layer.provide([HealthHandlers, RatesHandlers, NewsletterHandlers, OAuthHandlers]),
-  Layer.provide([BodyProblemsLive, DeclaredProblems, OptionalBearerLive])
+  Layer.provide([BodyProblemsLive, OptionalBearerLive])
 )
 
 export const AppRoutes = Layer.mergeAll(ApiRoutes, DocumentRoutes, ApiErrors)

@@ -15,7 +15,6 @@ import { Health } from "./health/Health.ts"
 import { Edge } from "./http/edge.ts"
 import { Readiness } from "./lifecycle/Readiness.ts"
 import { EdgeServer, type HttpLimits } from "./http/EdgeServer.ts"
-import { ReadyAnswers } from "./http/ReadyAnswers.ts"
 import { routerConfig } from "./http/routeTable.ts"
 import { MetricsServer } from "./observability/metrics.ts"
 import { RatesAnswerMemo } from "./rates/answer.ts"
@@ -41,11 +40,6 @@ const Telemetry = Layer.unwrap(
       }).pipe(Layer.provide(NodeHttpClient.layerUndici)))
 )
 
-/** With traces exported, every request takes the HttpApi path, which gives it its span. */
-const ReadyAnswersUnlessTraced = Layer.unwrap(
-  Effect.map(AppConfig, (config) => config.otlpEndpoint === undefined ? AppReadyAnswers : ReadyAnswers.layerNone)
-)
-
 /** The HTTP side alone: routes, documents, ready answers, the edge, on a listening server. */
 const serverOn = (listen: {
   readonly port?: number | undefined
@@ -58,7 +52,7 @@ const serverOn = (listen: {
   const shared = Layer.mergeAll(Health.layer, RatesAnswerMemo.layer, RatesDemand.layer)
   const server = Layer.unwrap(
     Effect.map(AppConfig, (config) => EdgeServer.layer({ port: listen.port ?? config.port, host: listen.host ?? config.host, limits: listen.limits }))
-  ).pipe(Layer.provide(Edge.layer), Layer.provide(ReadyAnswersUnlessTraced), Layer.provide(shared))
+  ).pipe(Layer.provide(Edge.layer), Layer.provide(AppReadyAnswers), Layer.provide(shared))
   return Layer.mergeAll(HttpRouter.serve(AppRoutes, { disableLogger: true, disableListenLog: listen.quiet === true, routerConfig }), Metrics).pipe(
     Layer.provideMerge(server),
     Layer.provide(shared),

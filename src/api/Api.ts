@@ -63,25 +63,29 @@ export class OptionalBearer extends HttpApiMiddleware.Service<OptionalBearer>()(
   error: [InvalidToken, InsufficientScope]
 }) {}
 
-/** 405 with Allow: any operation, whatever its input (produced by the edge). */
-export class MethodProblems extends HttpApiMiddleware.Service<MethodProblems>()("app/MethodProblems", {
-  error: MethodNotAllowed
-}) {}
-
-/** 500: an operation that can fail unexpectedly (health cannot: spec §7 lists 200 and 405 only). */
-export class ServerProblems extends HttpApiMiddleware.Service<ServerProblems>()("app/ServerProblems", {
-  error: InternalError
-}) {}
-
-/** 429 with Retry-After and the IETF RateLimit fields (C8), produced by the edge before the operation runs. */
-export class RateLimit extends HttpApiMiddleware.Service<RateLimit>()("app/RateLimit", {
-  error: RateLimited
-}) {}
-
-/** Problems of operations that read a JSON body: 400 (malformed, invalid), 413, 415. */
+/** A JSON body that does not parse or decode: 400 (the edge's, or the HttpApi's rendered by this middleware). */
 export class BodyProblems extends HttpApiMiddleware.Service<BodyProblems>()("app/BodyProblems", {
-  error: [MalformedJson, ValidationFailed, PayloadTooLarge, UnsupportedMediaType]
+  error: [MalformedJson, ValidationFailed]
 }) {}
+
+/**
+ * What the edge (src/http/edge.ts, and apiErrors.ts behind it) answers on an operation before or
+ * instead of its handler, by kind of operation: listed with the operation's own errors, so that the
+ * OpenAPI document and the typed client know them.
+ */
+const EdgeProblems = {
+  /** Another method on its path: 405 with Allow. Nothing else for health (spec §7: 200 or 405). */
+  probe: [MethodNotAllowed],
+  /** A defect is answered 500 (C7); the token endpoint's 405, 413 and 429 are its own, in the OAuth form (C6). */
+  token: [InternalError],
+  /** A document of the authorization server: 405 or 500. */
+  document: [MethodNotAllowed, InternalError],
+  /**
+   * A rate-limited operation with a JSON body: 413 and 415, decided from the request's headers or
+   * while reading the body; 429 with Retry-After and the RateLimit fields (C8), counted before it runs.
+   */
+  limitedJson: [MethodNotAllowed, InternalError, PayloadTooLarge, UnsupportedMediaType, RateLimited]
+} as const
 
 /**
  * A public operation's policy, stated once: the edge reads the annotations (CORS, limit), the Bearer
@@ -104,13 +108,12 @@ const publicOperation = (policy: { readonly scope?: Scope; readonly limit?: Rate
 /** Health is exactly the specification's (C3): no limit, no token, 200 or 405. */
 export class HealthGroup extends HttpApiGroup.make("health", { topLevel: true })
   .add(
-    HttpApiEndpoint.get("getHealth", "/api/health", { success: HealthResponse })
+    HttpApiEndpoint.get("getHealth", "/api/health", { success: HealthResponse, error: EdgeProblems.probe })
       .annotate(OpenApi.Summary, "Report service health")
       .annotate(OpenApi.Description, "Whether this instance serves, since when and in which environment. Never rate-limited, " +
         "tokens ignored: a load balancer's probe gets 200 (or 405 for another method), nothing else.")
       .pipe(publicOperation({}))
   )
-  .middleware(MethodProblems)
   .annotate(OpenApi.Title, "Health")
   .annotate(OpenApi.Description, "Liveness of the public API, as load balancers and status pages read it.")
 {}
@@ -120,7 +123,7 @@ export class RatesGroup extends HttpApiGroup.make("rates", { topLevel: true })
     HttpApiEndpoint.post("getHistoricalExchangeRates", "/api/v1/exchange-rates", {
       payload: ExchangeRatesRequest,
       success: ExchangeRatesResponse,
-      error: [NoValidSymbols, UpstreamError, ServiceUnavailable]
+      error: [NoValidSymbols, UpstreamError, ServiceUnavailable, ...EdgeProblems.limitedJson]
     })
       .annotate(OpenApi.Summary, "Historical exchange rates for cryptocurrency symbols")
       .annotate(OpenApi.Description, "Daily prices of up to 50 symbols over 1 to 365 days, in a fiat currency. Unknown symbols are " +
@@ -130,10 +133,7 @@ export class RatesGroup extends HttpApiGroup.make("rates", { topLevel: true })
   )
   // The last one added runs first: OptionalBearer, then body decoding.
   .middleware(BodyProblems)
-  .middleware(RateLimit)
   .middleware(OptionalBearer)
-  .middleware(ServerProblems)
-  .middleware(MethodProblems)
   .annotate(OpenApi.Title, "Exchange rates")
   .annotate(OpenApi.Description, "Historical and latest prices of cryptocurrencies (CoinGecko, Coinbase as a second source).")
 {}
@@ -143,7 +143,7 @@ export class NewsletterGroup extends HttpApiGroup.make("newsletter", { topLevel:
     HttpApiEndpoint.post("subscribeToUpdates", "/api/subscribe", {
       payload: SubscribeRequest,
       success: SuccessResponse,
-      error: [InvalidEmail, UpstreamError]
+      error: [InvalidEmail, UpstreamError, ...EdgeProblems.limitedJson]
     })
       .annotate(OpenApi.Summary, "Subscribe an e-mail address to the newsletter")
       .annotate(OpenApi.Description, "Forwards the address and locale to the newsletter provider (double opt-in where it offers it). " +
@@ -151,10 +151,7 @@ export class NewsletterGroup extends HttpApiGroup.make("newsletter", { topLevel:
       .pipe(publicOperation({ scope: "subscriptions:write", limit: "subscribe" }))
   )
   .middleware(BodyProblems)
-  .middleware(RateLimit)
   .middleware(OptionalBearer)
-  .middleware(ServerProblems)
-  .middleware(MethodProblems)
   // The spec forbids additional properties on this body: refuse them instead of stripping them.
   // Options replace the API's (HttpApi.ts), so every failure is asked for again.
   .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error", errors: "all" })
@@ -170,7 +167,7 @@ export class OAuthGroup extends HttpApiGroup.make("oauth", { topLevel: true })
     HttpApiEndpoint.post("requestToken", "/oauth/token", {
       payload: TokenRequest.pipe(HttpApiSchema.asFormUrlEncoded()),
       success: TokenResponse,
-      error: [oauthError(400), oauthError(401), oauthError(405), oauthError(413), oauthError(429)]
+      error: [oauthError(400), oauthError(401), oauthError(405), oauthError(413), oauthError(429), ...EdgeProblems.token]
     }).annotate(OpenApi.Summary, "Client-credentials grant (RFC 6749 §4.4): HTTP Basic or a signed client assertion")
       .annotate(OpenApi.Description, "Issues a short-lived RFC 9068 access token for approved integrations. Each client " +
         "authenticates one way, the one it was registered for: `client_secret_basic` (id and secret in HTTP Basic) or " +
@@ -179,15 +176,14 @@ export class OAuthGroup extends HttpApiGroup.make("oauth", { topLevel: true })
         "`invalid_client`; every error is `application/json` with the RFC 6749 `error` member. No CORS: credentials do " +
         "not belong in a browser."),
     HttpApiEndpoint.get("getAuthorizationServerMetadata", "/.well-known/oauth-authorization-server", {
-      success: AuthorizationServerMetadata
-    }).middleware(MethodProblems).annotate(OpenApi.Summary, "RFC 8414 authorization server metadata")
+      success: AuthorizationServerMetadata,
+      error: EdgeProblems.document
+    }).annotate(OpenApi.Summary, "RFC 8414 authorization server metadata")
       .annotate(OpenApi.Description, "The issuer, token endpoint, key set and scopes, for OAuth libraries that discover them."),
-    HttpApiEndpoint.get("getJwks", "/.well-known/jwks.json", { success: JsonWebKeySet })
-      .middleware(MethodProblems)
+    HttpApiEndpoint.get("getJwks", "/.well-known/jwks.json", { success: JsonWebKeySet, error: EdgeProblems.document })
       .annotate(OpenApi.Summary, "Public keys that sign access tokens")
       .annotate(OpenApi.Description, "Every published ES256 key (JWK Set), the current one and those still verifying live tokens.")
   )
-  .middleware(ServerProblems)
   .annotate(OpenApi.Title, "OAuth 2.0")
   .annotate(OpenApi.Description, "Client credentials for approved private integrations: a token only raises the rate limit.")
 {}

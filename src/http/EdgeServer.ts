@@ -10,7 +10,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Duration, Effect, Layer, Scope } from "effect"
-import { HttpServer } from "effect/http"
+import { HttpMiddleware, HttpServer } from "effect/http"
 import { AppConfig } from "../config/AppConfig.ts"
 import { makeIsTrustedPeer } from "./clientIp.ts"
 import { capConnectionsPerAddress } from "./connectionCap.ts"
@@ -97,7 +97,10 @@ const make = (options: EdgeServerOptions) =>
           const handler = yield* NodeHttpServer.makeHandler(httpApp, {
             middleware: middleware as any,
             scope: Scope.forkUnsafe(scope, "parallel")
-          })
+          }).pipe(
+            // The edge makes every request's server span (observability/requestSpan.ts), the HttpApi's too: not a second one.
+            Effect.provideService(HttpMiddleware.TracerDisabledWhen, () => true)
+          )
           // Runs before the handler's scope closes: in-flight requests finish first.
           yield* Scope.addFinalizer(scope, drain)
           app = handler

@@ -1,10 +1,10 @@
 /**
  * Answers a capability holds ready in memory (the health report, a rates answer given moments ago).
  * The edge consults them after it has counted the request and before the HttpApi, so a ready answer
- * gets the same headers, limits, log line and metrics as any other response: it only skips the
- * HttpApi's routing, decoding and encoding.
+ * gets the same headers, limits, log line, metrics and span as any other response, whatever the
+ * configuration: it only skips the HttpApi's routing, decoding and encoding.
  */
-import { Context, Layer } from "effect"
+import { Context } from "effect"
 import type { OperationId } from "../api/Api.ts"
 
 export interface ReadyAnswer {
@@ -20,7 +20,4 @@ export interface ReadyAnswer {
   readonly answer: (payload: unknown, clientIp?: string) => string | Uint8Array | undefined
 }
 
-export class ReadyAnswers extends Context.Service<ReadyAnswers, ReadonlyArray<ReadyAnswer>>()("app/ReadyAnswers") {
-  /** None: every request takes the HttpApi path. */
-  static readonly layerNone = Layer.succeed(ReadyAnswers)([])
-}
+export class ReadyAnswers extends Context.Service<ReadyAnswers, ReadonlyArray<ReadyAnswer>>()("app/ReadyAnswers") {}

@@ -1,11 +1,10 @@
 /**
- * The HttpApi side of the edge: what only the Effect app can do. It gives handlers the request id
- * and body limit, and turns whatever the app answered with (typed errors, router 404s, defects) into
- * a complete problem (C7). Headers, limits, logs and metrics are the edge's (edge.ts).
+ * The HttpApi side of the edge: what only the Effect app can do. It gives handlers the request id,
+ * body limit and the request's span as their parent, and turns whatever the app answered with (typed errors, router 404s, defects) into
+ * a complete problem (C7). Headers, limits, logs, metrics and the request's span are the edge's (edge.ts).
  */
-import { ByteSize, Context, Effect, Layer, type Types } from "effect"
+import { ByteSize, Context, Effect, Tracer, type Types } from "effect"
 import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { MethodProblems, RateLimit, ServerProblems } from "../api/Api.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { exchangeOf } from "./exchange.ts"
 import { completeProblem, isJsonResponse, isProblemResponse, problemResponse, type ProblemContext } from "./problemResponse.ts"
@@ -20,13 +19,17 @@ export const ApiErrors = HttpRouter.middleware(
     return (httpEffect): Handled =>
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
-        const requestId = exchangeOf(request)?.requestId ?? crypto.randomUUID()
+        const exchange = exchangeOf(request)
+        const requestId = exchange?.requestId ?? crypto.randomUUID()
+        const span = exchange?.span
         const ctx: ProblemContext = { baseUrl: config.publicBaseUrl, requestId }
         const response = yield* httpEffect.pipe(
-          // One context update for both: this runs on every request the HttpApi serves.
-          Effect.updateContext((context: Context.Context<never>) =>
-            Context.add(Context.add(context, HttpServerRequest.MaxBodySize, maxBody), CurrentRequestId, requestId)
-          ),
+          // One context update for all: this runs on every request the HttpApi serves.
+          Effect.updateContext((context: Context.Context<never>) => {
+            const served = Context.add(Context.add(context, HttpServerRequest.MaxBodySize, maxBody), CurrentRequestId, requestId)
+            // The handlers' spans are children of the request's, which the edge made and ends.
+            return span === undefined ? served : Context.add(served, Tracer.ParentSpan, span)
+          }),
           Effect.catchCause((cause) =>
             Effect.flatMap(HttpServerError.causeResponse(cause), ([res]) =>
               // Defects never reach the wire; the log keeps them, tagged with the request id.
@@ -76,10 +79,3 @@ const toProblem = (
         : problemResponse("validation_failed", ctx, { detail: "The request could not be read." })
   }
 }
-
-/** Middlewares of the contract that only declare what the edge produces (405, 429, 500). */
-export const DeclaredProblems = Layer.mergeAll(
-  Layer.succeed(MethodProblems)((httpEffect) => httpEffect),
-  Layer.succeed(ServerProblems)((httpEffect) => httpEffect),
-  Layer.succeed(RateLimit)((httpEffect) => httpEffect)
-)

@@ -1,7 +1,8 @@
 /**
  * The edge: the one request pipeline (CONTRACT C3, C7, C8, C9). Every request the server receives
  * crosses `Edge.handle`, which gives every response, whoever produces it, its request id, security
- * and CORS headers, its rate-limit count and fields, its access-log line and metrics:
+ * and CORS headers, its rate-limit count and fields, its access-log line and metrics, and its span when
+ * traces are exported (the same answers either way):
  *
  *   1. refusals that need no operation: 404 (no route), CORS preflight, 405 + Allow, 413, 415 (a
  *      content coding);
@@ -20,6 +21,7 @@ import { RateLimited } from "../api/problems.ts"
 import { AppConfig } from "../config/AppConfig.ts"
 import { AccessLog } from "../observability/AccessLog.ts"
 import { recordRateLimited } from "../observability/metrics.ts"
+import { makeRequestSpans } from "../observability/requestSpan.ts"
 import { BearerCheck } from "./BearerCheck.ts"
 import { unparsable } from "./bodyDecoder.ts"
 import { makeClientIp } from "./clientIp.ts"
@@ -100,7 +102,10 @@ const makeEdge = Effect.gen(function*() {
   const routes = makeRouteTable()
   const clientIpOf = makeClientIp(config.trustProxyRule)
   const knownTokens = new KnownTokens(config.tokenTtlSeconds)
-  const run = Effect.runCallbackWith(yield* Effect.context<never>())
+  const context = yield* Effect.context<never>()
+  const run = Effect.runCallbackWith(context)
+  // Made for every request whoever answers it, only when traces are exported.
+  const spans = makeRequestSpans(context)
   const corsAll = config.corsOrigins === "*"
   const corsSet = new Set(corsAll ? [] : config.corsOrigins)
   const corsOrigin = (origin: string | undefined): string | undefined =>
@@ -111,6 +116,7 @@ const makeEdge = Effect.gen(function*() {
     corsOrigin,
     corsAll,
     accessLog,
+    spans,
     logDefect: (exchange, cause) =>
       run(Effect.logError("unhandled error", cause).pipe(Effect.annotateLogs({ requestId: exchange.requestId })))
   })
@@ -275,7 +281,8 @@ const makeEdge = Effect.gen(function*() {
       route,
       path,
       started,
-      headers: []
+      headers: [],
+      span: spans === undefined ? undefined : spans.start(req)
     }
     exchange.headers = edgeHeaders(req, exchange)
     setExchange(req, exchange)

@@ -9,6 +9,7 @@ import type { ProblemCode } from "../api/problems.ts"
 import { refusalResponse } from "../api/tokenResponse.ts"
 import type { AccessLog } from "../observability/AccessLog.ts"
 import { unmatchedMetrics } from "../observability/metrics.ts"
+import type { RequestSpans } from "../observability/requestSpan.ts"
 import type { Exchange } from "./exchange.ts"
 import { asHttpResponse, problemContentType, type ProblemContext, problemWire } from "./problemResponse.ts"
 
@@ -23,10 +24,12 @@ export const makeEdgeResponses = (options: {
   readonly corsOrigin: (origin: string | undefined) => string | undefined
   readonly corsAll: boolean
   readonly accessLog: AccessLog["Service"]
+  /** The requests' spans when traces are exported (each exchange's `span`), else undefined. */
+  readonly spans: RequestSpans | undefined
   /** Logs a defect with the request id (the edge's Effect runtime). */
   readonly logDefect: (exchange: Exchange, cause: unknown) => void
 }) => {
-  const { accessLog, corsAll, corsOrigin, publicBaseUrl } = options
+  const { accessLog, corsAll, corsOrigin, publicBaseUrl, spans } = options
 
   /** Defects never reach the wire (C7): logged with the request id, answered 500. */
   const defect = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, cause: unknown) => {
@@ -62,8 +65,9 @@ export const makeEdgeResponses = (options: {
     return headers
   }
 
-  /** The access-log line and metrics of every response (499: the client left before it was sent). */
+  /** The access-log line, metrics and span of every response (499: the client left before it was sent). */
   const observe = (req: IncomingMessage, exchange: Exchange, status: number) => {
+    if (exchange.span !== undefined) spans!.end(exchange.span, req, exchange, status)
     const elapsedMs = performance.now() - exchange.started
     const metrics = exchange.route?.metrics ?? unmatchedMetrics
     metrics.record(req.method!, status, elapsedMs / 1000)

@@ -5,6 +5,7 @@
  */
 import type { IncomingMessage } from "node:http"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
+import type { Tracer } from "effect"
 import type { HttpServerRequest } from "effect/http"
 import type { BearerVerdict } from "./BearerCheck.ts"
 import type { RouteMatch } from "./routeTable.ts"
@@ -20,6 +21,8 @@ export interface Exchange {
   readonly started: number
   /** Headers every response to this request carries, as a flat name/value list (edge.ts). */
   headers: Array<string>
+  /** The request's server span when traces are exported (observability/requestSpan.ts), else undefined. */
+  readonly span: Tracer.Span | undefined
   /** Set when the request carried an Authorization header and the edge checked it. */
   bearer?: BearerVerdict
 }

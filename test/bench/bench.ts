@@ -17,6 +17,9 @@
  *   npm run bench -- --token [--root DIR] [--runs N]   POST /oauth/token: a secret client, a private_key_jwt client, and
  *                                                      both alternated (tokenMode.ts; --root: another checkout's service;
  *                                                      --compare DIR: the secret method here and there, in turn)
+ *   npm run bench -- --compare DIR [--runs N]          compare mode (compareMode.ts): the scenarios on this checkout's service
+ *                                                      and DIR's, in turn (A B, B A, ...; N runs, 3 by default): CPU per
+ *                                                      request of each and their ratio per scenario, with its spread
  *
  * Options: --duration S (10)  --warmup S (2)  --connections N (32)  --threads N (1)
  *          --scenarios health,rates,invalid,malformed,notfound,method (all)  --requests N  --cpu-prof
@@ -53,9 +56,11 @@ import { availableParallelism, tmpdir } from "node:os"
 import { join, relative, resolve } from "node:path"
 import { BenchError, fail, fmtInt, HIGH_LIMIT, HOST, mib, NODE, ROOT, round, sleep } from "./common.ts"
 import { type Options, parseOptions } from "./options.ts"
+import { runCompareMode } from "./compareMode.ts"
 import { cleanups, isCleaning, shutdown, stopChild } from "./processes.ts"
-import { analyseProfile, monoUs, printProfile, type ProfileWindow } from "./profile.ts"
-import { type Measured, printFloors, printTable, ratios, type ScenarioResult, type ServerName, statusCheck } from "./report.ts"
+import { measure } from "./measure.ts"
+import { analyseProfile, printProfile, type ProfileWindow } from "./profile.ts"
+import { type Measured, printFloors, printTable, ratios, type ScenarioResult, type ServerName } from "./report.ts"
 import { type ScenarioDef, scenarioDefs } from "./scenarios.ts"
 import { captureFixtures, type Server, serviceSettings, startBaseline, startFastify, startService } from "./servers.ts"
 import { runRedisMode } from "./redisMode.ts"
@@ -64,37 +69,13 @@ import { runMonthRealMode } from "./monthRealMode.ts"
 import { runRefreshMode } from "./refreshMode.ts"
 import { runTokenMode } from "./tokenMode.ts"
 import { runWayMode } from "./wayMode.ts"
-import { cpuMs, loadAverage, readMem, resetPeak, RssSampler } from "./system.ts"
+import { loadAverage, readMem, resetPeak, RssSampler } from "./system.ts"
 import { startUpstream } from "./upstream.ts"
 import { startCoinbaseEmulator } from "../emulators/coinbase.ts"
 import { runWrk, wrkVersion } from "./wrk.ts"
 
 /** Monotonic windows of the service's measured runs, to cut the CPU profile to them. */
 const serviceWindows: Array<ProfileWindow> = []
-
-const measure = async (opts: Options, tmp: string, server: Server, scenario: ScenarioDef): Promise<Measured> => {
-  const pid = server.child.pid!
-  const rssBefore = readMem(pid)?.rssKiB ?? 0
-  const reset = resetPeak(pid)
-  const sampler = new RssSampler(pid).start()
-  if (opts.warmup > 0) await runWrk(opts, tmp, { port: server.port, scenarios: [scenario], seconds: opts.warmup })
-  const load = loadAverage()
-  const cpu0 = cpuMs(pid) ?? 0
-  const from = monoUs()
-  const wrk = await runWrk(opts, tmp, { port: server.port, scenarios: [scenario], seconds: opts.duration })
-  if (server.name === "service") serviceWindows.push({ scenario: scenario.name, from, to: monoUs() })
-  const cpu = (cpuMs(pid) ?? 0) - cpu0
-  const peak = sampler.stop(reset)
-  return {
-    wrk,
-    peakRssMiB: mib(peak),
-    rssBeforeMiB: mib(rssBefore),
-    cpuUsPerRequest: round((cpu * 1000) / Math.max(1, wrk.requests), 1),
-    cpuUtilisation: round(cpu / 1000 / wrk.durationSec, 2),
-    loadAverage1m: load,
-    statusCheck: statusCheck(scenario, wrk)
-  }
-}
 
 /** N requests cycling through `scenarios` on the service: RSS before, during and after. */
 const longRun = async (opts: Options, tmp: string, service: Server, scenarios: ReadonlyArray<ScenarioDef>, requests: number) => {
@@ -167,7 +148,7 @@ const main = async () => {
   cleanups.push(() => rmSync(tmp, { recursive: true, force: true }))
 
   // Overall bound: every run plus generous start/stop time.
-  const servers = 1 + (opts.baseline ? 1 : 0) + (opts.fastify ? 1 : 0)
+  const servers = opts.compare !== undefined ? 2 * opts.runs : 1 + (opts.baseline ? 1 : 0) + (opts.fastify ? 1 : 0)
   const budgetSec = 240 + scenarios.length * servers * (opts.warmup + opts.duration + 35) + (opts.requests === undefined ? 0 : Math.ceil(opts.requests / 500) + 120)
   setTimeout(() => {
     process.stderr.write(`bench: overall time limit of ${budgetSec} s reached, stopping\n`)
@@ -186,6 +167,7 @@ const main = async () => {
   cleanups.push(() => void upstream.close())
   if (opts.redis) return runRedisMode(opts, tmp, upstream.url, stamp)
   if (opts.refresh) return runRefreshMode(opts, tmp, upstream, stamp)
+  if (opts.compare !== undefined) return runCompareMode(opts, tmp, upstream, stamp)
   const dataDir = join(tmp, "data")
   mkdirSync(dataDir)
   const profDir = opts.cpuProf ? join(opts.out, "prof", stamp) : undefined
@@ -227,7 +209,7 @@ const main = async () => {
     // The order rotates per scenario: a shared machine's load drifts, and no server always goes first.
     for (const server of all.map((_, k) => all[(k + index) % all.length]!)) {
       process.stdout.write(`run: ${s.label} on ${server.name} (${opts.warmup} s warm-up + ${opts.duration} s)...`)
-      const m = await measure(opts, tmp, server, s)
+      const m = await measure(opts, tmp, server, s, server.name === "service" ? (from, to) => serviceWindows.push({ scenario: s.name, from, to }) : undefined)
       measured[server.name] = m
       process.stdout.write(` ${fmtInt(m.wrk.rps)} req/s, p99 ${m.wrk.latencyMs.p99} ms, ${m.cpuUsPerRequest} µs CPU/req, ${m.statusCheck}\n`)
     }

@@ -24,15 +24,20 @@ export interface Options {
   readonly redis: boolean
   /** The refresh mode (refreshMode.ts) instead of the scenarios. */
   readonly refresh: boolean
+  /** Another checkout: its service and this one's, the scenarios on each in turn (compareMode.ts). */
+  readonly compare: string | undefined
+  /** Runs of each scenario on each side in the compare mode. */
+  readonly runs: number
   readonly out: string
 }
 
 const USAGE = `usage: node test/bench/bench.ts [--duration S] [--warmup S] [--connections N] [--threads N]
   [--scenarios ${scenarioDefs.map((s) => s.name).join(",")}] [--requests N] [--cpu-prof]
-  [--server-cpus LIST] [--load-cpus LIST] [--access-log PATH] [--no-baseline] [--no-fastify] [--no-feed] [--redis] [--refresh] [--out DIR]`
+  [--server-cpus LIST] [--load-cpus LIST] [--access-log PATH] [--no-baseline] [--no-fastify] [--no-feed] [--redis] [--refresh]
+  [--compare DIR [--runs N]] [--out DIR]`
 
 const FLAGS = ["--cpu-prof", "--no-baseline", "--no-fastify", "--no-feed", "--redis", "--refresh"]
-const KNOWN = ["duration", "warmup", "connections", "threads", "scenarios", "requests", "server-cpus", "load-cpus", "access-log", "out"]
+const KNOWN = ["duration", "warmup", "connections", "threads", "scenarios", "requests", "server-cpus", "load-cpus", "access-log", "out", "compare", "runs"]
 
 export const parseOptions = (argv: ReadonlyArray<string>): Options => {
   const values = new Map<string, string>()
@@ -81,6 +86,8 @@ export const parseOptions = (argv: ReadonlyArray<string>): Options => {
     feed: !flags.has("no-feed"),
     redis: flags.has("redis"),
     refresh: flags.has("refresh"),
+    compare: values.get("compare") === undefined ? undefined : resolve(values.get("compare")!),
+    runs: int("runs", 3, 1, 100)!,
     out: resolve(ROOT, values.get("out") ?? "bench-results")
   }
 }

@@ -43,8 +43,8 @@ export const serviceSettings: Readonly<Record<string, string | undefined>> = {
 }
 
 /** The service is started as `npm start` starts it: the arguments of package.json's start script after `node`. */
-const startArguments = (): Array<string> => {
-  const start = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: { start: string } }).scripts.start
+const startArguments = (root: string): Array<string> => {
+  const start = (JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { scripts: { start: string } }).scripts.start
   // `exec` makes the shell npm runs the script in become node (SIGTERM reaches it): not part of the command.
   const [command, ...args] = start.trim().replace(/^exec\s+/, "").split(/\s+/)
   if (command !== "node" || !args.includes("src/main.ts")) fail(`package.json start script is not "[exec] node [flags] src/main.ts": ${start}`)
@@ -52,6 +52,8 @@ const startArguments = (): Array<string> => {
 }
 
 export interface ServiceStart {
+  /** The checkout whose service runs (compareMode.ts: another one); default this one. */
+  readonly root?: string | undefined
   readonly serverCpus: string | undefined
   readonly dataDir: string
   readonly upstreamUrl: string
@@ -66,10 +68,11 @@ export interface ServiceStart {
 export const startService = async (o: ServiceStart): Promise<Server> => {
   const port = await freePort()
   const logFd = openSync(o.logPath, "w")
-  const argv = pinned(o.serverCpus, [NODE, ...(o.profDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${o.profDir}`]), ...startArguments()])
+  const root = o.root ?? ROOT
+  const argv = pinned(o.serverCpus, [NODE, ...(o.profDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${o.profDir}`]), ...startArguments(root)])
   const env: Record<string, string | undefined> = { ...process.env, ...serviceSettings, ...o.env, PORT: String(port), HOST, DATA_DIR: o.dataDir, PUBLIC_BASE_URL: `http://${HOST}:${port}`, COINGECKO_BASE_URL: o.upstreamUrl }
   for (const [name, value] of Object.entries(env)) if (value === undefined) delete env[name]
-  const child = track(spawn(argv[0]!, argv.slice(1), { cwd: ROOT, env, stdio: ["ignore", logFd, "pipe"] }))
+  const child = track(spawn(argv[0]!, argv.slice(1), { cwd: root, env, stdio: ["ignore", logFd, "pipe"] }))
   closeSync(logFd)
   await waitReady(port, child, "service", tail(child.stderr))
   return { name: "service", port, child }

@@ -5,8 +5,8 @@
  * checkout without private_key_jwt is measured for the secret method alone).
  *
  * `--compare DIR`: the secret method on this checkout (A) and the one at DIR (B, e.g. the commit a branch
- * started from), both services up, measured in turn A B, B A, ...: on a shared machine a drift of load hits
- * both alike, which separate invocations cannot promise. Prints the ratio A / B of req/s and CPU per request.
+ * started from), both services up, measured in turn A B, B A, ... (compare.ts). Prints the ratio A / B of
+ * req/s and CPU per request.
  *
  * wrk cannot sign a JWT, and an assertion is accepted once (its jti): each run that needs assertions gets a
  * pool of distinct ones signed beforehand (`--alg`, default ES256; aud the issuer, exp 5 minutes ahead, a
@@ -26,6 +26,7 @@ import { availableParallelism, tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import * as jose from "jose"
 import { fail, fmtInt, HOST, lpad, NODE, pad, ROOT, round } from "./common.ts"
+import { median, pairedRatios, sidesInTurn } from "./compare.ts"
 import { cleanups, freePort, hasTaskset, pinned, stopChild, tail, track, waitReady } from "./processes.ts"
 import { cpuMs } from "./system.ts"
 import { runScript, summaryLines, type WrkResult } from "./wrk.ts"
@@ -144,8 +145,6 @@ const startService = async (root: string, dataDir: string, cpus: string | undefi
   return { child, port, issuer }
 }
 
-const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
-
 interface Target {
   readonly root: string
   readonly service: Awaited<ReturnType<typeof startService>>
@@ -226,7 +225,7 @@ export const runTokenMode = async (argv: ReadonlyArray<string>) => {
     const runs = { a: [] as Array<Measured>, b: [] as Array<Measured> }
     for (const target of [a, b]) await measure(target, "secret", opts.warmup, false)
     for (let run = 0; run < opts.runs; run++) {
-      for (const side of run % 2 === 0 ? (["a", "b"] as const) : (["b", "a"] as const)) {
+      for (const side of sidesInTurn(run)) {
         const result = await measure(side === "a" ? a : b, "secret", opts.duration, true)
         runs[side].push(result)
         report(`secret ${side.toUpperCase()}`, run, result)
@@ -235,7 +234,7 @@ export const runTokenMode = async (argv: ReadonlyArray<string>) => {
     const [sa, sb] = [summarise(runs.a), summarise(runs.b)]
     process.stdout.write(HEADER + line("secret A (this)", sa) + line("secret B (compared)", sb))
     // Each run's A and B were measured back to back: the median of their ratios is what drift disturbs least.
-    const paired = (f: (m: Measured) => number) => round(median(runs.a.map((m, i) => f(m) / f(runs.b[i]!))), 3)
+    const paired = (f: (m: Measured) => number) => pairedRatios(runs.a, runs.b, f).median
     process.stdout.write(
       `A / B, median of the ${opts.runs} back-to-back pairs: req/s ${paired((m) => m.rps)}, CPU per request ${paired((m) => m.cpuUsPerRequest)} ` +
         `(medians of all runs: ${round(sa.rps.median / sb.rps.median, 3)}, ${round(sa.cpuUsPerRequest / sb.cpuUsPerRequest, 3)})\n`
