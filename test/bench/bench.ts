@@ -18,8 +18,9 @@
  *                                                      both alternated (tokenMode.ts; --root: another checkout's service;
  *                                                      --compare DIR: the secret method here and there, in turn)
  *   npm run bench -- --compare DIR [--runs N]          compare mode (compareMode.ts): the scenarios on this checkout's service
- *                                                      and DIR's, in turn (A B, B A, ...; N runs, 3 by default): CPU per
- *                                                      request of each and their ratio per scenario, with its spread
+ *                  [--in-turn]                         and DIR's, fresh processes each run (N, 3 by default), both measured at
+ *                                                      once (--in-turn: A B, B A, ...): CPU per request of each and their
+ *                                                      ratio per scenario, with its spread
  *
  * Options: --duration S (10)  --warmup S (2)  --connections N (32)  --threads N (1)
  *          --scenarios health,rates,invalid,malformed,notfound,method (all)  --requests N  --cpu-prof

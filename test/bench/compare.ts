@@ -1,8 +1,8 @@
 /**
  * Two checkouts' services measured side by side in one invocation (`--compare DIR`: the scenarios,
  * compareMode.ts; `--token --compare DIR`: the token endpoint, tokenMode.ts). Both services run the
- * whole time and are measured in turn, A B, then B A, ...: on a shared machine a drift of load hits both
- * alike, which separate invocations cannot promise; each run's A / B is taken from its back-to-back pair.
+ * whole time; measured in turn, A B then B A, ..., a drift of load on a shared machine hits both alike
+ * across runs, which separate invocations cannot promise. Each run's A / B is taken from its pair.
  */
 import { round } from "./common.ts"
 

@@ -1,14 +1,18 @@
 /**
- * `npm run bench -- --compare DIR [--runs 3] [--scenarios ...] [--duration 10]`: this checkout's service (A)
- * and the one of the checkout at DIR (B, e.g. the commit a branch started from, `git worktree add --detach`
- * and `npm ci` there), both started as `npm start` starts them, on the same CPU, Node, upstream emulator
- * and settings as the scenarios of bench.ts. Each scenario is measured on each side once per run, in turn
- * (compare.ts: A B, then B A, ...), a warm-up before each measured run.
+ * `npm run bench -- --compare DIR [--runs 3] [--in-turn] [--scenarios ...] [--duration 10]`: this checkout's
+ * service (A) and the one of the checkout at DIR (B, e.g. the commit a branch started from: `git worktree
+ * add --detach DIR <commit>`, `npm ci` there), both started as `npm start` starts them, with the same Node,
+ * server CPU, upstream emulator and settings as the scenarios of bench.ts. Each run starts both afresh (in
+ * turn: A first, then B first, ...), then measures each scenario on both at once: each side its own wrk, the
+ * two services sharing the server CPU, so that whatever else loads the machine loads both in the same
+ * instant. `--in-turn`: one side after the other instead (A B, then B A, ...: compare.ts), each alone on
+ * the CPU as in the single-service bench, which only a quiet machine can tell apart by a few per cent: on
+ * a shared 2-core machine (load 5-12), an A/A comparison (this checkout against itself) in turn gave
+ * medians of 0.92-1.23 over 11 runs, at once 0.96-1.01 over 7.
  *
  * Reported per scenario: CPU µs per request of A and of B (medians of the runs), and A / B of CPU per
- * request and of req/s: each run's (its pair measured back to back), their median and their spread. CPU
- * per request is the figure to read on a shared machine; req/s moves with whatever else runs. JSON in
- * <out>/compare-<timestamp>.json.
+ * request and of req/s: each run's pair, their median, quartiles and extremes. CPU per request is the
+ * figure to read; req/s moves with whatever else runs. JSON in <out>/compare-<timestamp>.json.
  */
 import { existsSync, mkdtempSync, writeFileSync } from "node:fs"
 import { join, relative } from "node:path"
@@ -17,9 +21,9 @@ import { fail, fmtInt, HOST, lpad, pad, ROOT } from "./common.ts"
 import { median, pairedRatios, type Side, sidesInTurn } from "./compare.ts"
 import { measure } from "./measure.ts"
 import type { Options } from "./options.ts"
-import { cleanups } from "./processes.ts"
+import { cleanups, stopChild } from "./processes.ts"
 import type { Measured } from "./report.ts"
-import { scenarioDefs } from "./scenarios.ts"
+import { type ScenarioDef, scenarioDefs } from "./scenarios.ts"
 import { captureFixtures, type Server, startService } from "./servers.ts"
 import type { Upstream } from "./upstream.ts"
 
@@ -39,26 +43,43 @@ export const runCompareMode = async (opts: Options, tmp: string, upstream: Upstr
     const service = await startService({ root: roots[side], serverCpus: opts.serverCpus, dataDir, upstreamUrl: upstream.url, logPath: join(tmp, `service-${side}.log`), profDir: undefined, env })
     // Warms the rates answer and checks each scenario's status on this side.
     await captureFixtures(service.port, scenarioDefs)
-    process.stdout.write(`${side.toUpperCase()}: ${roots[side]}, pid ${service.child.pid} on ${HOST}:${service.port}\n`)
     return service
   }
-  const services: Record<Side, Server> = { a: await start("a"), b: await start("b") }
   process.stdout.write(
-    `bench --compare: ${scenarios.length} scenarios, ${opts.runs} runs each side in turn (A B, B A, ...), ${opts.connections} connections, ` +
-      `warm-up ${opts.warmup} s + ${opts.duration} s per run; servers on CPU ${opts.serverCpus ?? "any"}, wrk on CPU ${opts.loadCpus ?? "any"}\n`
+    `bench --compare: A ${roots.a}, B ${roots.b}; ${scenarios.length} scenarios, ${opts.runs} runs, both sides ${opts.inTurn ? "in turn (A B, B A, ...)" : "at once"}, ` +
+      `${opts.connections} connections, warm-up ${opts.warmup} s + ${opts.duration} s per run; servers on CPU ${opts.serverCpus ?? "any"}, wrk on CPU ${opts.loadCpus ?? "any"}\n`
   )
+
+  // Each side's wrk scripts in a directory of its own: two wrk runs at once must not share a script file.
+  const wrkDirs: Record<Side, string> = { a: mkdtempSync(join(tmp, "wrk-a-")), b: mkdtempSync(join(tmp, "wrk-b-")) }
+  const measurePair = async (services: Record<Side, Server>, s: ScenarioDef, run: number): Promise<Record<Side, Measured>> => {
+    if (!opts.inTurn) {
+      const [a, b] = await Promise.all([measure(opts, wrkDirs.a, services.a, s), measure(opts, wrkDirs.b, services.b, s)])
+      return { a, b }
+    }
+    const pair = {} as Record<Side, Measured>
+    for (const side of sidesInTurn(run)) pair[side] = await measure(opts, wrkDirs[side], services[side], s)
+    return pair
+  }
 
   const results = new Map(scenarios.map((s) => [s.name, { a: [] as Array<Measured>, b: [] as Array<Measured> }]))
   for (let run = 0; run < opts.runs; run++) {
+    // New processes each run, started in turn: two processes of the same code may differ by several per cent
+    // for as long as they live, so each run's pair is two fresh processes and the median is over processes too.
+    const services = {} as Record<Side, Server>
+    for (const side of sidesInTurn(run)) services[side] = await start(side)
+    process.stdout.write(`  run ${run + 1}: A pid ${services.a.child.pid}, B pid ${services.b.child.pid}\n`)
     for (const s of scenarios) {
-      for (const side of sidesInTurn(run)) {
-        const m = await measure(opts, tmp, services[side], s)
+      const pair = await measurePair(services, s, run)
+      for (const side of ["a", "b"] as const) {
+        const m = pair[side]
         results.get(s.name)![side].push(m)
         process.stdout.write(
           `  run ${run + 1} ${pad(s.label, 27)} ${side.toUpperCase()}  ${lpad(fmtInt(m.wrk.rps), 7)} req/s  ${lpad(m.cpuUsPerRequest.toFixed(1), 6)} µs CPU/req  ${m.statusCheck}\n`
         )
       }
     }
+    await Promise.all([stopChild(services.a.child), stopChild(services.b.child)])
   }
 
   const rows = scenarios.map((s) => {
@@ -86,9 +107,9 @@ export const runCompareMode = async (opts: Options, tmp: string, upstream: Upstr
   lines.push("", "A/B CPU per run, in run order:", ...rows.map((r) => `${pad(r.label, 27)}${r.cpuRatio.runs.map((x) => x.toFixed(3)).join(" ")}`))
   process.stdout.write(
     `\n${lines.join("\n")}\n\nA = ${roots.a}, B = ${roots.b}. CPU µs/req: the server's user + system CPU time over the run / its requests, ` +
-      `median of the runs. A/B per run: the run's pair, measured back to back; their median, quartiles and extremes.\n`
+      `median of the runs. A/B per run: the run's pair, measured ${opts.inTurn ? "back to back" : "at once"}; their median, quartiles and extremes.\n`
   )
   const file = join(opts.out, `compare-${stamp}.json`)
-  writeFileSync(file, `${JSON.stringify({ a: roots.a, b: roots.b, runs: opts.runs, durationSec: opts.duration, warmupSec: opts.warmup, connections: opts.connections, scenarios: rows }, null, 2)}\n`)
+  writeFileSync(file, `${JSON.stringify({ a: roots.a, b: roots.b, inTurn: opts.inTurn, runs: opts.runs, durationSec: opts.duration, warmupSec: opts.warmup, connections: opts.connections, scenarios: rows }, null, 2)}\n`)
   process.stdout.write(`\nwrote ${relative(ROOT, file)}\n`)
 }

@@ -28,15 +28,17 @@ export interface Options {
   readonly compare: string | undefined
   /** Runs of each scenario on each side in the compare mode. */
   readonly runs: number
+  /** The compare mode measures the two sides one after the other (A B, B A, ...) instead of at once. */
+  readonly inTurn: boolean
   readonly out: string
 }
 
 const USAGE = `usage: node test/bench/bench.ts [--duration S] [--warmup S] [--connections N] [--threads N]
   [--scenarios ${scenarioDefs.map((s) => s.name).join(",")}] [--requests N] [--cpu-prof]
   [--server-cpus LIST] [--load-cpus LIST] [--access-log PATH] [--no-baseline] [--no-fastify] [--no-feed] [--redis] [--refresh]
-  [--compare DIR [--runs N]] [--out DIR]`
+  [--compare DIR [--runs N] [--in-turn]] [--out DIR]`
 
-const FLAGS = ["--cpu-prof", "--no-baseline", "--no-fastify", "--no-feed", "--redis", "--refresh"]
+const FLAGS = ["--cpu-prof", "--no-baseline", "--no-fastify", "--no-feed", "--redis", "--refresh", "--in-turn"]
 const KNOWN = ["duration", "warmup", "connections", "threads", "scenarios", "requests", "server-cpus", "load-cpus", "access-log", "out", "compare", "runs"]
 
 export const parseOptions = (argv: ReadonlyArray<string>): Options => {
@@ -88,6 +90,7 @@ export const parseOptions = (argv: ReadonlyArray<string>): Options => {
     refresh: flags.has("refresh"),
     compare: values.get("compare") === undefined ? undefined : resolve(values.get("compare")!),
     runs: int("runs", 3, 1, 100)!,
+    inTurn: flags.has("in-turn"),
     out: resolve(ROOT, values.get("out") ?? "bench-results")
   }
 }
