@@ -190,8 +190,9 @@ export class OAuthGroup extends HttpApiGroup.make("oauth", { topLevel: true })
 
 export class Api extends HttpApi.make("crypto-landing-api")
   .add(HealthGroup, RatesGroup, NewsletterGroup, OAuthGroup)
-  // A validation problem lists every failed member, not the first (C7).
+  // A validation problem lists every failed member, not the first (C7), of a body or a query.
   .annotate(HttpApi.PayloadParseOptions, { errors: "all" })
+  .annotate(HttpApi.QueryParseOptions, { errors: "all" })
   .annotateMerge(OpenApi.annotations({
     title: "Crypto landing API",
     version: "1.0.0",

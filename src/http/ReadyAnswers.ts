@@ -12,12 +12,13 @@ export interface ReadyAnswer {
   readonly operationId: OperationId
   /**
    * The 200 `application/json` body for this request, or undefined to let the HttpApi answer it.
-   * `payload` is a POST's body as the edge decoded it with the operation's payload schema, so a
-   * request the HttpApi would refuse never gets here (undefined for GET/HEAD); `clientIp` the
-   * caller's address (TRUST_PROXY's, canonical), asked only for anonymous requests. Synchronous, no
-   * I/O (it may note in memory who asked: the rates demand).
+   * `input` is what the edge decoded with the operation's own schema, so a request the HttpApi would
+   * refuse never gets here: a POST's body (its payload schema), a GET's or HEAD's query (its query
+   * schema; undefined when it declares none). `clientIp` is the caller's address (TRUST_PROXY's,
+   * canonical), asked only for anonymous requests. Synchronous, no I/O (it may note in memory who
+   * asked: the rates demand).
    */
-  readonly answer: (payload: unknown, clientIp?: string) => string | Uint8Array | undefined
+  readonly answer: (input: unknown, clientIp?: string) => string | Uint8Array | undefined
 }
 
 export class ReadyAnswers extends Context.Service<ReadyAnswers, ReadonlyArray<ReadyAnswer>>()("app/ReadyAnswers") {}

@@ -83,8 +83,8 @@ export const ratesReadyAnswer: Effect.Effect<ReadyAnswer, never, RatesAnswerMemo
   const demand = yield* RatesDemand
   return {
     operationId: "getHistoricalExchangeRates",
-    answer: (payload, clientIp) => {
-      const query = toRatesQuery(payload as ExchangeRatesRequest)
+    answer: (input, clientIp) => {
+      const query = toRatesQuery(input as ExchangeRatesRequest)
       const body = memo.recall(query)
       if (body !== undefined) demand.note(callerOf(undefined, clientIp), query.currency)
       return body
