@@ -151,8 +151,10 @@ const makeEdge = Effect.gen(function*() {
     const readyAnswer = exchange.bearer === undefined ? ready.get(operation.operationId) : undefined
     const decode = req.headers.authorization === undefined ? operation.decodeBody : undefined
     if (req.method !== "POST") {
+      const decodeQuery = operation.decodeQuery
+      // A query left undecoded here (a token's request) leaves the request to the HttpApi, as a body does.
+      if (decodeQuery !== undefined && req.headers.authorization !== undefined) return toApp(req, res, exchange, app)
       let query: unknown
-      const decodeQuery = req.headers.authorization === undefined ? operation.decodeQuery : undefined
       try {
         if (decodeQuery !== undefined) {
           const decoded = decodeQuery(req.url!)
