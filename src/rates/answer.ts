@@ -221,7 +221,7 @@ export const encodeRatesBody = (result: RatesResult): Uint8Array | undefined => 
 /** How long past its freshness an answer is still sent while one request rebuilds it (from held copies: milliseconds). */
 export const REBUILD_GRACE_MS = 250
 
-export interface HeldAnswer {
+interface HeldAnswer {
   readonly body: Uint8Array
   readonly etag: string
   /** Epoch ms; past `at` for a repeat sent while the answer is rebuilt (REBUILD_GRACE_MS). */

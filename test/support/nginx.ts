@@ -28,11 +28,13 @@ export interface CachingProxyOptions {
 
 /**
  * The `http` block's part that puts a cache in front of the service: the service's Cache-Control decides what is
- * kept and for how long, one entry per URL as visitors spell it (whichever origin server answered it); one request per expired entry goes to the service (cache lock) while the others get the
- * stale copy (updating, background update); a failing service's stale copies are served (error ... http_504);
- * an expired entry is revalidated with its ETag (a 304 costs the service no body); the service's Date is passed
- * on, so a browser behind counts the time the answer already spent in this cache; the visitor's address is
- * appended to X-Forwarded-For, which the service reads with TRUST_PROXY naming this proxy.
+ * kept and for how long, one entry per URL as visitors spell it (whichever origin server answered it); one
+ * request per expired entry goes to the service (cache lock), in the background while the answer's own
+ * stale-while-revalidate lets the others get the stale copy (not `updating`, which would serve it however old);
+ * a failing service's stale copies are served (error ... http_504); an expired entry is revalidated with its
+ * ETag (a 304 costs the service no body); the service's Date is passed on, so a browser behind counts the time
+ * the answer already spent in this cache; the visitor's address is appended to X-Forwarded-For, which the
+ * service reads with TRUST_PROXY naming this proxy.
  */
 export const cachingProxyConfig = (options: CachingProxyOptions): string => `proxy_cache_path ${options.cacheDir} levels=1:2 keys_zone=rates:10m max_size=100m inactive=1d use_temp_path=off;
 log_format cache '$remote_addr [$time_iso8601] "$request" $status $upstream_cache_status $upstream_status';
@@ -55,7 +57,7 @@ server {
         proxy_cache_methods GET HEAD;
         proxy_cache_lock on;
         proxy_cache_lock_timeout 10s;
-        proxy_cache_use_stale error timeout updating http_500 http_502 http_503 http_504;
+        proxy_cache_use_stale error timeout http_500 http_502 http_503 http_504;
         proxy_cache_background_update on;
         proxy_cache_revalidate on;
         add_header X-Cache-Status $upstream_cache_status always;
