@@ -41,8 +41,10 @@ describe("GET /api/v1/rates", () => {
   let app: TestApp
   let calls: { historical: number }
   let freshFor = 60_000
+  /** An answer of last-good copies says it holds until 0. */
+  let lastGood = false
   beforeAll(async () => {
-    const rates = countingRatesProvider(() => Date.now() + freshFor)
+    const rates = countingRatesProvider(() => (lastGood ? 0 : Date.now() + freshFor))
     calls = rates.calls
     app = await startTestApp({ rates: rates.layer })
   })
@@ -122,6 +124,21 @@ describe("GET /api/v1/rates", () => {
       expect(calls.historical).toBe(before + 1)
     } finally {
       freshFor = 60_000
+    }
+  })
+
+  it("an answer of last-good copies: kept 5 s, not served stale while revalidating", async () => {
+    lastGood = true
+    try {
+      const res = await get("cryptos=SOL,BTC&days=6")
+      expect(res.status).toBe(200)
+      expect(directives(res.headers.get("cache-control"))).toEqual({ public: true, "max-age": 5, "stale-while-revalidate": 0, "stale-if-error": 86_400 })
+      // Not remembered: the next one is asked again.
+      const before = calls.historical
+      expect((await get("cryptos=SOL,BTC&days=6")).status).toBe(200)
+      expect(calls.historical).toBe(before + 1)
+    } finally {
+      lastGood = false
     }
   })
 
