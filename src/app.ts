@@ -15,7 +15,7 @@ import { BodyProblemsLive } from "./http/validation.ts"
 import { NewsletterHandlers } from "./newsletter/handlers.ts"
 import { OptionalBearerLive } from "./oauth/bearerMiddleware.ts"
 import { OAuthHandlers } from "./oauth/handlers.ts"
-import { RatesHandlers, ratesReadyAnswer } from "./rates/handlers.ts"
+import { RatesHandlers, ratesCacheableReadyAnswer, ratesReadyAnswer } from "./rates/handlers.ts"
 
 const ApiRoutes = HttpApiBuilder.layer(Api).pipe(
   Layer.provide([HealthHandlers, RatesHandlers, NewsletterHandlers, OAuthHandlers]),
@@ -25,4 +25,4 @@ const ApiRoutes = HttpApiBuilder.layer(Api).pipe(
 export const AppRoutes = Layer.mergeAll(ApiRoutes, DocumentRoutes, ApiErrors)
 
 /** Answers the capabilities hold in memory, which the edge serves before the HttpApi. */
-export const AppReadyAnswers = Layer.effect(ReadyAnswers, Effect.all([healthReadyAnswer, ratesReadyAnswer]))
+export const AppReadyAnswers = Layer.effect(ReadyAnswers, Effect.all([healthReadyAnswer, ratesReadyAnswer, ratesCacheableReadyAnswer]))

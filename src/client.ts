@@ -8,6 +8,8 @@
  *   const token = yield* api.requestToken({ payload: { grant_type: "client_credentials", scope: "rates:read" } })
  *   const rates = yield* (yield* makeApiClient({ baseUrl, accessToken: token.access_token }))
  *     .getHistoricalExchangeRates({ payload: { cryptos: ["BTC"] } })
+ *   // the same as a cacheable GET (GET /api/v1/rates?cryptos=BTC,ETH&days=7: a CDN or the browser may answer it)
+ *   const cached = yield* api.getExchangeRates({ query: { cryptos: ["BTC", "ETH"], days: 7 } })
  *
  * Shipped compiled (`npm run pack:client`, see src/client/build.ts): this file and src/api/ only, so it
  * must import nothing but `effect` (no `node:` modules, no server code) and run in a browser as on Node 20.

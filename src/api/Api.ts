@@ -4,7 +4,7 @@
  */
 import { Context } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, OpenApi } from "effect/http-api"
-import { transformOpenApi, withRateLimitFields } from "./openapi.ts"
+import { transformOpenApi, withCachingFields, withRateLimitFields } from "./openapi.ts"
 import {
   InsufficientScope,
   InternalError,
@@ -22,6 +22,7 @@ import {
 } from "./problems.ts"
 import {
   AuthorizationServerMetadata,
+  ExchangeRatesQuery,
   ExchangeRatesRequest,
   ExchangeRatesResponse,
   HealthResponse,
@@ -81,10 +82,10 @@ const EdgeProblems = {
   /** A document of the authorization server: 405 or 500. */
   document: [MethodNotAllowed, InternalError],
   /**
-   * A rate-limited operation with a JSON body: 413 and 415, decided from the request's headers or
-   * while reading the body; 429 with Retry-After and the RateLimit fields (C8), counted before it runs.
+   * A rate-limited operation: 413 and 415, decided from the request's headers or while reading a
+   * body; 429 with Retry-After and the RateLimit fields (C8), counted before it runs.
    */
-  limitedJson: [MethodNotAllowed, InternalError, PayloadTooLarge, UnsupportedMediaType, RateLimited]
+  limited: [MethodNotAllowed, InternalError, PayloadTooLarge, UnsupportedMediaType, RateLimited]
 } as const
 
 /**
@@ -92,13 +93,19 @@ const EdgeProblems = {
  * middleware the scope, and the OpenAPI document gets the matching security (anonymous, or a token
  * with the scope: a token only raises the rate limit).
  */
-const publicOperation = (policy: { readonly scope?: Scope; readonly limit?: RateLimitPolicyName }) =>
+const publicOperation = (policy: {
+  readonly scope?: Scope
+  readonly limit?: RateLimitPolicyName
+  /** Its 200 carries ETag and Cache-Control, and a matching If-None-Match gets 304 (C4 "Cacheable reads"). */
+  readonly cacheable?: true
+}) =>
 <E extends HttpApiEndpoint.Constraint>(endpoint: E): E => {
   // `annotate` returns the same endpoint type; the generic bound cannot say so.
   let annotated = (endpoint as unknown as HttpApiEndpoint.Top).annotate(PublicOperation, true).annotate(OpenApi.Transform, (op: Record<string, any>) => {
     const secured = { ...op, security: policy.scope === undefined ? [{}] : [{}, { oauth2: [policy.scope] }] }
+    const cached = policy.cacheable === true ? withCachingFields(secured) : secured
     // The edge counts a limited operation before answering, so its answers carry the RateLimit fields.
-    return policy.limit === undefined ? secured : withRateLimitFields(secured)
+    return policy.limit === undefined ? cached : withRateLimitFields(cached)
   })
   if (policy.scope !== undefined) annotated = annotated.annotate(RequiredScope, policy.scope)
   if (policy.limit !== undefined) annotated = annotated.annotate(RateLimitPolicy, policy.limit)
@@ -123,15 +130,27 @@ export class RatesGroup extends HttpApiGroup.make("rates", { topLevel: true })
     HttpApiEndpoint.post("getHistoricalExchangeRates", "/api/v1/exchange-rates", {
       payload: ExchangeRatesRequest,
       success: ExchangeRatesResponse,
-      error: [NoValidSymbols, UpstreamError, ServiceUnavailable, ...EdgeProblems.limitedJson]
+      error: [NoValidSymbols, UpstreamError, ServiceUnavailable, ...EdgeProblems.limited]
     })
       .annotate(OpenApi.Summary, "Historical exchange rates for cryptocurrency symbols")
       .annotate(OpenApi.Description, "Daily prices of up to 50 symbols over 1 to 365 days, in a fiat currency. Unknown symbols are " +
         "listed in `unknown`; none known is a 400. Anonymous callers are limited per address, a token with " +
         "`rates:read` per client (ten times more).")
-      .pipe(publicOperation({ scope: "rates:read", limit: "rates" }))
+      .pipe(publicOperation({ scope: "rates:read", limit: "rates" })),
+    HttpApiEndpoint.get("getExchangeRates", "/api/v1/rates", {
+      query: ExchangeRatesQuery,
+      success: ExchangeRatesResponse,
+      error: [NoValidSymbols, UpstreamError, ServiceUnavailable, ...EdgeProblems.limited]
+    })
+      .annotate(OpenApi.Summary, "The same exchange rates as a cacheable read")
+      .annotate(OpenApi.Description, "Answers exactly what POST /api/v1/exchange-rates answers for the same query, with " +
+        "`cryptos` comma-separated. Browsers and shared caches (a CDN) may keep a 200 as its Cache-Control says: `max-age` " +
+        "no longer than its prices hold, then `stale-while-revalidate` and `stale-if-error`; its ETag gets a 304. Every " +
+        "spelling of a query (case, duplicates, defaults written or not, parameter order) gets the same body and ETag. " +
+        "Problems are never cached.")
+      .pipe(publicOperation({ scope: "rates:read", limit: "rates", cacheable: true }))
   )
-  // The last one added runs first: OptionalBearer, then body decoding.
+  // The last one added runs first: OptionalBearer, then body (or query) decoding.
   .middleware(BodyProblems)
   .middleware(OptionalBearer)
   .annotate(OpenApi.Title, "Exchange rates")
@@ -143,7 +162,7 @@ export class NewsletterGroup extends HttpApiGroup.make("newsletter", { topLevel:
     HttpApiEndpoint.post("subscribeToUpdates", "/api/subscribe", {
       payload: SubscribeRequest,
       success: SuccessResponse,
-      error: [InvalidEmail, UpstreamError, ...EdgeProblems.limitedJson]
+      error: [InvalidEmail, UpstreamError, ...EdgeProblems.limited]
     })
       .annotate(OpenApi.Summary, "Subscribe an e-mail address to the newsletter")
       .annotate(OpenApi.Description, "Forwards the address and locale to the newsletter provider (double opt-in where it offers it). " +
@@ -190,8 +209,9 @@ export class OAuthGroup extends HttpApiGroup.make("oauth", { topLevel: true })
 
 export class Api extends HttpApi.make("crypto-landing-api")
   .add(HealthGroup, RatesGroup, NewsletterGroup, OAuthGroup)
-  // A validation problem lists every failed member, not the first (C7).
+  // A validation problem lists every failed member, not the first (C7), of a body or a query.
   .annotate(HttpApi.PayloadParseOptions, { errors: "all" })
+  .annotate(HttpApi.QueryParseOptions, { errors: "all" })
   .annotateMerge(OpenApi.annotations({
     title: "Crypto landing API",
     version: "1.0.0",

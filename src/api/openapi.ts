@@ -20,7 +20,12 @@ const headers: Json = {
   Allow: { description: "Methods this path supports", schema: { type: "string", maxLength: 64 } },
   BearerChallenge: { description: "Bearer challenge (RFC 6750)", schema: { type: "string", maxLength: 256 } },
   ScopeChallenge: { description: "Bearer challenge naming the scope needed", schema: { type: "string", maxLength: 256 } },
-  BasicChallenge: { description: "Basic challenge", schema: { type: "string", maxLength: 256 } }
+  BasicChallenge: { description: "Basic challenge", schema: { type: "string", maxLength: 256 } },
+  ETag: { description: "Strong validator of the body: send it back in If-None-Match for a 304", schema: { type: "string", maxLength: 64 } },
+  "Cache-Control": {
+    description: "How long browsers and shared caches may keep the answer: `public, max-age=<s>, stale-while-revalidate=<s>, stale-if-error=<s>`",
+    schema: { type: "string", maxLength: 128 }
+  }
 }
 const ref = (name: keyof typeof headers & string) => ({ $ref: `#/components/headers/${name}` })
 const rateLimitFields = { "RateLimit-Policy": ref("RateLimit-Policy"), RateLimit: ref("RateLimit") }
@@ -38,6 +43,21 @@ export const withRateLimitFields = (op: Json): Json => {
   for (const [status, response] of Object.entries<Json>(op.responses ?? {})) {
     if (status !== "405") declare(response, rateLimitFields)
   }
+  return op
+}
+
+/**
+ * A cacheable read (C4 "Cacheable reads"): its 200 carries ETag and Cache-Control, and a request whose
+ * If-None-Match names the ETag gets 304 with both and no body; its problems are `no-store`.
+ */
+export const withCachingFields = (op: Json): Json => {
+  const caching = { ETag: ref("ETag"), "Cache-Control": ref("Cache-Control") }
+  declare(op.responses?.["200"], caching)
+  op.parameters = [
+    ...(op.parameters ?? []),
+    { name: "If-None-Match", in: "header", required: false, description: "An ETag received before: 304 while it still names the answer", schema: { type: "string", maxLength: 1024 } }
+  ]
+  op.responses = { ...op.responses, "304": { description: "Not Modified: the answer is still the one the ETag names", headers: { ...caching, ...rateLimitFields } } }
   return op
 }
 

@@ -1,7 +1,7 @@
 /**
  * Request and response bodies of the specification (section 2) and of CONTRACT C4, C6.
  */
-import { Schema } from "effect"
+import { Schema, SchemaGetter } from "effect"
 
 export const Scopes = ["health:read", "rates:read", "subscriptions:write"] as const
 export type Scope = (typeof Scopes)[number]
@@ -36,27 +36,46 @@ export const CryptoSymbol = Schema.String.check(
 
 const MaxCurrencyLength = 10
 
+const CurrencyCode = Schema.String.check(
+  Schema.isMaxLength(MaxCurrencyLength),
+  Schema.isPattern(new RegExp(`^[A-Za-z]{2,${MaxCurrencyLength}}$`, "u"))
+).annotate({
+  description: "Fiat or quote currency code, case-insensitive (default usd)"
+})
+
+const DaysCount = Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 365 })).annotate({
+  description: "Number of daily points (default 30)"
+})
+
+/** 1 to 50 symbols. */
+const Cryptos = Schema.Array(CryptoSymbol).check(Schema.isMinLength(1), Schema.isMaxLength(MaxSymbols))
+
 /** Spec: `cryptos` required, at least one item; additional properties allowed (and ignored). */
 export const ExchangeRatesRequest = Schema.StructWithRest(
   Schema.Struct({
-    cryptos: Schema.Array(CryptoSymbol).check(Schema.isMinLength(1), Schema.isMaxLength(MaxSymbols)),
-    currency: Schema.optionalKey(
-      Schema.String.check(
-        Schema.isMaxLength(MaxCurrencyLength),
-        Schema.isPattern(new RegExp(`^[A-Za-z]{2,${MaxCurrencyLength}}$`, "u"))
-      ).annotate({
-        description: "Fiat or quote currency code, case-insensitive (default usd)"
-      })
-    ),
-    days: Schema.optionalKey(
-      Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 365 })).annotate({
-        description: "Number of daily points (default 30)"
-      })
-    )
+    cryptos: Cryptos,
+    currency: Schema.optionalKey(CurrencyCode),
+    days: Schema.optionalKey(DaysCount)
   }),
   [Schema.Record(Schema.String, Schema.Unknown)]
 ).annotate({ identifier: "ExchangeRatesRequest", examples: [{ cryptos: ["BTC", "ETH"], currency: "usd", days: 7 }] })
 export type ExchangeRatesRequest = typeof ExchangeRatesRequest.Type
+
+/**
+ * The same query in a URL (C4 "Cacheable reads"): `cryptos` comma-separated, the other members as the
+ * POST's; other parameters ignored, as the POST ignores other members. Decoded, it is the POST's body.
+ */
+export const ExchangeRatesQuery = {
+  cryptos: Schema.String.annotate({
+    description: "Comma-separated symbols, 1 to 50, each `^[A-Za-z0-9._-]+$` and at most 32 characters (case-insensitive)",
+    examples: ["BTC,ETH"]
+  }).pipe(Schema.decodeTo(Cryptos, {
+    decode: SchemaGetter.split(),
+    encode: SchemaGetter.transform((symbols: ReadonlyArray<string>) => symbols.join(","))
+  })),
+  currency: Schema.optionalKey(CurrencyCode),
+  days: Schema.optionalKey(DaysCount)
+}
 
 const NullableNumber = Schema.NullOr(Schema.Finite)
 

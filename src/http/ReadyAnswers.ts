@@ -7,17 +7,30 @@
 import { Context } from "effect"
 import type { OperationId } from "../api/Api.ts"
 
+/**
+ * A 200 that browsers and shared caches may keep (C4 "Cacheable reads"): the edge writes it with its
+ * ETag and Cache-Control, or answers 304 when the request's If-None-Match names the ETag.
+ */
+export interface CacheableBody {
+  readonly body: Uint8Array
+  /** A strong validator of `body` (conditional.ts `strongEtag`). */
+  readonly etag: string
+  readonly cacheControl: string
+}
+
 export interface ReadyAnswer {
   /** The HttpApi operation answered; its path and methods come from the contract. */
   readonly operationId: OperationId
   /**
-   * The 200 `application/json` body for this request, or undefined to let the HttpApi answer it.
-   * `payload` is a POST's body as the edge decoded it with the operation's payload schema, so a
-   * request the HttpApi would refuse never gets here (undefined for GET/HEAD); `clientIp` the
-   * caller's address (TRUST_PROXY's, canonical), asked only for anonymous requests. Synchronous, no
-   * I/O (it may note in memory who asked: the rates demand).
+   * The 200 `application/json` body for this request (`no-store`, as every response by default, or a
+   * CacheableBody), or undefined to let the HttpApi answer it.
+   * `input` is what the edge decoded with the operation's own schema, so a request the HttpApi would
+   * refuse never gets here: a POST's body (its payload schema), a GET's or HEAD's query (its query
+   * schema; undefined when it declares none). `clientIp` is the caller's address (TRUST_PROXY's,
+   * canonical), asked only for anonymous requests. Synchronous, no I/O (it may note in memory who
+   * asked: the rates demand).
    */
-  readonly answer: (payload: unknown, clientIp?: string) => string | Uint8Array | undefined
+  readonly answer: (input: unknown, clientIp?: string) => string | Uint8Array | CacheableBody | undefined
 }
 
 export class ReadyAnswers extends Context.Service<ReadyAnswers, ReadonlyArray<ReadyAnswer>>()("app/ReadyAnswers") {}

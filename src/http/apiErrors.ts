@@ -1,11 +1,13 @@
 /**
  * The HttpApi side of the edge: what only the Effect app can do. It gives handlers the request id,
  * body limit and the request's span as their parent, and turns whatever the app answered with (typed errors, router 404s, defects) into
- * a complete problem (C7). Headers, limits, logs, metrics and the request's span are the edge's (edge.ts).
+ * a complete problem (C7), and a cacheable 200 whose ETag the request names into a 304. Headers, limits, logs,
+ * metrics and the request's span are the edge's (edge.ts).
  */
 import { ByteSize, Context, Effect, Tracer, type Types } from "effect"
 import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { AppConfig } from "../config/AppConfig.ts"
+import { ifNoneMatchMatches } from "./conditional.ts"
 import { exchangeOf } from "./exchange.ts"
 import { completeProblem, isJsonResponse, isProblemResponse, problemResponse, type ProblemContext } from "./problemResponse.ts"
 import { CurrentRequestId } from "./requestId.ts"
@@ -45,13 +47,27 @@ export const ApiErrors = HttpRouter.middleware(
   { global: true }
 )
 
+/**
+ * A cacheable 200 of a GET or HEAD whose ETag the request's If-None-Match names: 304 with the same
+ * validator and Cache-Control, no body (as the edge answers its ready answers, edgeResponses.ts).
+ */
+const notModified = (response: HttpServerResponse.HttpServerResponse, request: HttpServerRequest.HttpServerRequest) => {
+  const etag = response.headers.etag
+  if (response.status !== 200 || etag === undefined || (request.method !== "GET" && request.method !== "HEAD")) return response
+  if (!ifNoneMatchMatches(request.headers["if-none-match"], etag)) return response
+  const headers: Record<string, string> = { etag }
+  const cacheControl = response.headers["cache-control"]
+  if (cacheControl !== undefined) headers["cache-control"] = cacheControl
+  return HttpServerResponse.empty({ status: 304, headers })
+}
+
 /** Whatever produced an error response, the client sees a finished problem (JSON OAuth bodies excepted). */
 const toProblem = (
   response: HttpServerResponse.HttpServerResponse,
   request: HttpServerRequest.HttpServerRequest,
   ctx: ProblemContext
 ): HttpServerResponse.HttpServerResponse => {
-  if (response.status < 400) return response
+  if (response.status < 400) return notModified(response, request)
   if (isProblemResponse(response)) return completeProblem(response, ctx)
   if (isJsonResponse(response)) return response // RFC 6749 token errors are application/json by design
   switch (response.status) {

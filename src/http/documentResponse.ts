@@ -3,11 +3,11 @@
  * pages): each representation is encoded once, gzip and brotli included, with a strong ETag, so a
  * request costs a header comparison and a write (C9: compressed when accepted, revalidatable).
  */
-import { createHash } from "node:crypto"
 import { promisify } from "node:util"
 import * as zlib from "node:zlib"
 import { Effect } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { bodyTag, ifNoneMatchMatches } from "./conditional.ts"
 
 const gzip = promisify(zlib.gzip)
 const brotli = promisify(zlib.brotliCompress)
@@ -38,7 +38,7 @@ export interface DocumentOptions {
 export const makeDocument = (body: string | Uint8Array, options: DocumentOptions): Effect.Effect<Document> =>
   Effect.promise(async () => {
     const identity = typeof body === "string" ? Buffer.from(body) : Buffer.from(body.buffer, body.byteOffset, body.byteLength)
-    const tag = createHash("sha256").update(identity).digest("base64url").slice(0, 27)
+    const tag = bodyTag(identity)
     const compressible = identity.byteLength >= minCompressBytes
     const [gz, br] = compressible
       ? await Promise.all([
@@ -65,7 +65,7 @@ export const makeDocument = (body: string | Uint8Array, options: DocumentOptions
         const coding = compressible ? preferredCoding(request.headers["accept-encoding"]) : "identity"
         const chosen = representations[coding] ?? representations.identity!
         const headers: Record<string, string> = { ...common, etag: chosen.etag }
-        if (matches(request.headers["if-none-match"], chosen.etag)) {
+        if (ifNoneMatchMatches(request.headers["if-none-match"], chosen.etag)) {
           return HttpServerResponse.empty({ status: 304, headers })
         }
         if (coding !== "identity") headers["content-encoding"] = coding
@@ -90,13 +90,6 @@ const preferredCoding = (field: string | undefined): Coding => {
   if (br > 0 && br >= gz) return "br"
   if (gz > 0) return "gzip"
   return "identity"
-}
-
-/** If-None-Match (RFC 9110 §13.1.2): weak comparison, `*` matches any. */
-const matches = (field: string | undefined, etag: string) => {
-  if (field === undefined) return false
-  if (field.trim() === "*") return true
-  return field.split(",").some((candidate) => candidate.trim().replace(/^W\//, "") === etag)
 }
 
 /** The document's response for the current request. */

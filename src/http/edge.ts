@@ -8,7 +8,7 @@
  *      content coding);
  *   2. the rate limit of the operation (per IP, or per client with a valid Bearer token);
  *   3. for an anonymous small JSON body, its parse and decode (400 malformed_json, validation_failed),
- *      then a ready answer a capability holds in memory (ReadyAnswers), or else the HttpApi app.
+ *      for an anonymous GET's query its decode (400 validation_failed), then a ready answer a capability holds in memory (ReadyAnswers), or else the HttpApi app.
  *
  * It runs on Node's request event, before any fiber: a request answered in steps 1-3 costs no more
  * than the work it needs, and its problem is written from parts made once (problemResponse.ts). The
@@ -141,22 +141,37 @@ const makeEdge = Effect.gen(function*() {
   }
 
   /**
-   * Step 3. An anonymous small JSON body is read, parsed and decoded here, as the HttpApi would: a
-   * body that does not parse or decode is answered at once; a decoded one goes to the ready answer,
-   * if any, else back on the stream to the HttpApi. A token's request keeps the HttpApi's order
-   * (401/403 before 400); larger and chunked bodies are the HttpApi's.
+   * Step 3. An anonymous small JSON body is read, parsed and decoded here, as the HttpApi would, and
+   * so is an anonymous GET's or HEAD's query where the operation declares one: a body or query that
+   * does not parse or decode is answered at once; a decoded one goes to the ready answer, if any, else
+   * (a body back on the stream) to the HttpApi. A token's request keeps the HttpApi's order (401/403
+   * before 400); larger and chunked bodies are the HttpApi's.
    */
   const answer = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, operation: RouteOperation, app: AppHandler) => {
     const readyAnswer = exchange.bearer === undefined ? ready.get(operation.operationId) : undefined
     const decode = req.headers.authorization === undefined ? operation.decodeBody : undefined
     if (req.method !== "POST") {
-      if (readyAnswer !== undefined && !hasBody(req)) {
-        try {
-          const found = readyAnswer.answer(undefined, exchange.clientIp)
-          if (found !== undefined) return sendJson(req, res, exchange, found)
-        } catch (error) {
-          return defect(req, res, exchange, error)
+      const decodeQuery = operation.decodeQuery
+      // A query left undecoded here (a token's request) leaves the request to the HttpApi, as a body does.
+      if (decodeQuery !== undefined && req.headers.authorization !== undefined) return toApp(req, res, exchange, app)
+      let query: unknown
+      try {
+        if (decodeQuery !== undefined) {
+          const decoded = decodeQuery(req.url!)
+          if (Exit.isFailure(decoded)) {
+            const issue = Exit.findErrorOption(decoded)
+            // Not a schema issue (a defect): the HttpApi decides.
+            if (issue._tag === "None") return toApp(req, res, exchange, app)
+            return writeProblem(req, res, exchange, "validation_failed", validationFailure(issue.value))
+          }
+          query = decoded.value
         }
+        if (readyAnswer !== undefined && !hasBody(req)) {
+          const found = readyAnswer.answer(query, exchange.clientIp)
+          if (found !== undefined) return sendJson(req, res, exchange, found)
+        }
+      } catch (error) {
+        return defect(req, res, exchange, error)
       }
       return toApp(req, res, exchange, app)
     }

@@ -10,7 +10,9 @@ import { refusalResponse } from "../api/tokenResponse.ts"
 import type { AccessLog } from "../observability/AccessLog.ts"
 import { unmatchedMetrics } from "../observability/metrics.ts"
 import type { RequestSpans } from "../observability/requestSpan.ts"
+import { ifNoneMatchMatches } from "./conditional.ts"
 import type { Exchange } from "./exchange.ts"
+import type { CacheableBody } from "./ReadyAnswers.ts"
 import { asHttpResponse, problemContentType, type ProblemContext, problemWire } from "./problemResponse.ts"
 
 /** Node's handler for the HttpApi app (NodeHttpServer.makeHandler): what the edge hands a request on to. */
@@ -123,9 +125,19 @@ export const makeEdgeResponses = (options: {
     write(req, res, exchange, wire.status, wire.challenge.length === 0 ? own : [...wire.challenge, ...own], wire.text)
   }
 
-  const sendJson = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, body: string | Uint8Array) => {
-    const bytes = typeof body === "string" ? Buffer.from(body) : body
-    write(req, res, exchange, 200, ["content-type", "application/json", "content-length", bytes.byteLength], bytes)
+  /**
+   * A ready answer's 200. A cacheable one carries its ETag and Cache-Control (over the edge's
+   * `no-store`), and is a 304 without a body when If-None-Match names its ETag (RFC 9110 §15.4.5: the
+   * same validator, Cache-Control and Vary as the 200).
+   */
+  const sendJson = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, answer: string | Uint8Array | CacheableBody) => {
+    if (typeof answer === "string" || answer instanceof Uint8Array) {
+      const bytes = typeof answer === "string" ? Buffer.from(answer) : answer
+      return write(req, res, exchange, 200, ["content-type", "application/json", "content-length", bytes.byteLength], bytes)
+    }
+    const validators = ["etag", answer.etag, "cache-control", answer.cacheControl]
+    if (ifNoneMatchMatches(req.headers["if-none-match"], answer.etag)) return write(req, res, exchange, 304, validators)
+    write(req, res, exchange, 200, ["content-type", "application/json", "content-length", answer.body.byteLength, ...validators], answer.body)
   }
 
   /** Hands the request to the HttpApi with the edge's headers set on the response; observed when Node is done. */

@@ -4,12 +4,13 @@
  */
 import { Context, Schema, SchemaAST, SchemaParser } from "effect"
 import * as FindMyWay from "effect/http/FindMyWay"
-import { HttpApi, type HttpApiEndpoint } from "effect/http-api"
+import { HttpApi, type HttpApiEndpoint, type HttpApiGroup } from "effect/http-api"
 import { Api, type OperationId, PublicOperation, RateLimitPolicy, type RateLimitPolicyName } from "../api/Api.ts"
 import { OAuthErrorBody } from "../api/schemas.ts"
 import { type RequestMetrics, requestMetrics } from "../observability/metrics.ts"
 import { type BodyDecoding, makeBodyDecoder } from "./bodyDecoder.ts"
 import { documentRoutes } from "./documentRoutes.ts"
+import { makeQueryDecoder, type QueryDecoding, type SearchParams } from "./queryDecoder.ts"
 
 /**
  * Paths are matched exactly: no trailing-slash or case folding, so every resource has one URL and
@@ -31,6 +32,14 @@ export interface RouteOperation {
    * undefined when the operation takes no JSON body.
    */
   readonly decodeBody: ((body: Uint8Array) => BodyDecoding) | undefined
+  /**
+   * Decodes the query of a request target (`req.url`, origin-form) as the HttpApi does: the router's
+   * parse of the query string, then the endpoint's `query` schema with the query parse options
+   * (queryDecoder.ts); undefined when the operation declares no query. A failure's issue renders as
+   * the HttpApi's 400 (validation.ts `validationFailure`) where the operation carries BodyProblems,
+   * as every limited operation does (src/api/Api.ts).
+   */
+  readonly decodeQuery: ((target: string) => QueryDecoding) | undefined
 }
 
 export interface RouteMatch {
@@ -76,21 +85,39 @@ const jsonBodyDecoder = (endpoint: HttpApiEndpoint.Top, annotations: Context.Con
   return makeBodyDecoder(SchemaParser.decodeUnknownExit(schema, options))
 }
 
-export const makeRouteTable = (): RouteTable => {
+/** As HttpApiBuilder decodes `request.query`: the query schema read as arrays-or-single values, with the query parse options. */
+const queryDecoder = (endpoint: HttpApiEndpoint.Top, annotations: Context.Context<never>, searchParamsOf: (target: string) => SearchParams) => {
+  if (endpoint.query === undefined) return undefined
+  const options = Context.getOrUndefined(annotations, HttpApi.QueryParseOptions) ??
+    Context.getOrUndefined(annotations, HttpApi.ParseOptions)
+  // The contract's queries need no decoding services.
+  const schema = Schema.toCodecArrayFromSingle(endpoint.query) as unknown as Schema.ConstraintDecoder<unknown>
+  return makeQueryDecoder(searchParamsOf, SchemaParser.decodeUnknownExit(schema, options))
+}
+
+/** The table of the contract's Api. */
+export const makeRouteTable = (): RouteTable => routeTableOf(Api)
+
+/** The table of an HttpApi: the contract's (makeRouteTable), or another in tests of the derivation itself. */
+export const routeTableOf = <Id extends string, Groups extends HttpApiGroup.Constraint>(api: HttpApi.HttpApi<Id, Groups>): RouteTable => {
+  const router = FindMyWay.make<RouteMatch>(routerConfig)
+  // The HttpApi's router is a FindMyWay with this configuration: it parses a query string the same way.
+  const searchParamsOf = (target: string): SearchParams => router.find("GET", target)?.searchParams ?? {}
   const byPath = new Map<string, { methods: Set<string>; public: boolean; oauth: boolean; operations: Record<string, RouteOperation> }>()
   const entry = (path: string) => {
     let found = byPath.get(path)
     if (found === undefined) byPath.set(path, found = { methods: new Set(), public: false, oauth: false, operations: {} })
     return found
   }
-  HttpApi.reflect(Api, {
+  HttpApi.reflect(api, {
     onGroup: () => {},
     onEndpoint: ({ endpoint, errors, mergedAnnotations }) => {
       const route = entry(endpoint.path)
       const operation: RouteOperation = {
         operationId: endpoint.identifier as OperationId,
         policy: Context.getOrUndefined(endpoint.annotations, RateLimitPolicy),
-        decodeBody: jsonBodyDecoder(endpoint, mergedAnnotations)
+        decodeBody: jsonBodyDecoder(endpoint, mergedAnnotations),
+        decodeQuery: queryDecoder(endpoint, mergedAnnotations, searchParamsOf)
       }
       route.public ||= Context.getOrUndefined(endpoint.annotations, PublicOperation) === true
       route.oauth ||= declaresOAuthErrors(errors)
@@ -104,7 +131,6 @@ export const makeRouteTable = (): RouteTable => {
     }
   })
   for (const { path, methods } of documentRoutes) for (const method of methods) entry(path).methods.add(method)
-  const router = FindMyWay.make<RouteMatch>(routerConfig)
   const routes: Array<RouteMatch> = []
   for (const [path, route] of byPath) {
     const methods = [...route.methods].sort((a, b) => methodOrder.indexOf(a) - methodOrder.indexOf(b))

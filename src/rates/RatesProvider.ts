@@ -48,6 +48,11 @@ export type RatesError = RatesUpstreamError | RatesUnavailableError | Unsupporte
 export class RatesProvider extends Context.Service<RatesProvider, {
   /** Unknown symbols go to `unknown` (no rates: the handler's 400). Parts may be frozen and shared: never mutate the result. */
   readonly historical: (query: RatesQuery) => Effect.Effect<RatesAnswer, RatesError>
+  /**
+   * How long it serves last-good copies when its sources fail (seconds): how long a cache may serve an
+   * answer through an outage (stale-if-error, cacheControl.ts). Undefined: a day.
+   */
+  readonly lastGoodSeconds?: number | undefined
 }>()("app/RatesProvider") {
   static readonly layerTest: Layer.Layer<RatesProvider> = Layer.succeed(RatesProvider)({
     historical: (query) =>

@@ -4,6 +4,7 @@
  */
 import { Context, Exit, Layer, Result, Schema } from "effect"
 import { ExchangeRatesResponse } from "../api/schemas.ts"
+import { strongEtag } from "../http/conditional.ts"
 import { clockedLayer } from "../platform/clockedLayer.ts"
 import { makeExpiringLru } from "./copies/CopyStore.ts"
 import { changesFromSeries, changesToPrice, type DailyPoint } from "./dailySeries.ts"
@@ -195,6 +196,8 @@ export interface RatesAnswerMemoShape {
   readonly remember: (query: RatesQuery, answer: RatesAnswer) => RatesAnswer
   /** The body held for `query` while fresh; undefined otherwise and for the one repeat let through to rebuild it. Synchronous. */
   readonly recall: (query: RatesQuery) => Uint8Array | undefined
+  /** As `recall`, with the body's strong ETag, until when it holds and the time of the recall (the GET's caching headers). */
+  readonly recallHeld: (query: RatesQuery) => HeldAnswer | undefined
   /** Entries and bytes held now (metrics, tests). */
   readonly size: () => { readonly entries: number; readonly bytes: number }
 }
@@ -218,8 +221,19 @@ export const encodeRatesBody = (result: RatesResult): Uint8Array | undefined => 
 /** How long past its freshness an answer is still sent while one request rebuilds it (from held copies: milliseconds). */
 export const REBUILD_GRACE_MS = 250
 
+interface HeldAnswer {
+  readonly body: Uint8Array
+  readonly etag: string
+  /** Epoch ms; past `at` for a repeat sent while the answer is rebuilt (REBUILD_GRACE_MS). */
+  readonly freshUntil: number
+  /** When it was recalled (epoch ms, the memo's clock). */
+  readonly at: number
+}
+
 interface HeldBody {
   readonly body: Uint8Array
+  /** Made on the first recall that asks for it (the POST never does). */
+  etag: string | undefined
   readonly freshUntil: number
   /** When a repeat was let through to rebuild it, once past `freshUntil`. */
   rebuildingSince: number | undefined
@@ -233,17 +247,24 @@ export const makeRatesAnswerMemo = (now: () => number, options: RatesAnswerMemoO
     // A newer answer replaces the held one, also one that is not kept (stale, or past already).
     bodies.remove(key)
     if (freshUntil > now()) {
-      bodies.put(key, { value: { body, freshUntil, rebuildingSince: undefined }, expiresAt: freshUntil + REBUILD_GRACE_MS, bytes: body.byteLength })
+      bodies.put(key, { value: { body, etag: undefined, freshUntil, rebuildingSince: undefined }, expiresAt: freshUntil + REBUILD_GRACE_MS, bytes: body.byteLength })
     }
   }
-  const recall = (query: RatesQuery): Uint8Array | undefined => {
-    const at = now()
+  const recallAt = (query: RatesQuery, at: number): HeldBody | undefined => {
     const held = bodies.get(memoKey(query), at)?.value
     if (held === undefined) return undefined
-    if (held.freshUntil > at) return held.body
-    if (held.rebuildingSince !== undefined && held.rebuildingSince <= at) return held.body
+    if (held.freshUntil > at) return held
+    if (held.rebuildingSince !== undefined && held.rebuildingSince <= at) return held
     held.rebuildingSince = at
     return undefined
+  }
+  const recall = (query: RatesQuery): Uint8Array | undefined => recallAt(query, now())?.body
+  const recallHeld = (query: RatesQuery): HeldAnswer | undefined => {
+    const at = now()
+    const held = recallAt(query, at)
+    if (held === undefined) return undefined
+    held.etag ??= strongEtag(held.body)
+    return { body: held.body, etag: held.etag, freshUntil: held.freshUntil, at }
   }
   return {
     remember: (query, answer) => {
@@ -253,6 +274,7 @@ export const makeRatesAnswerMemo = (now: () => number, options: RatesAnswerMemoO
       return { ...answer, body }
     },
     recall,
+    recallHeld,
     size: bodies.size
   }
 }

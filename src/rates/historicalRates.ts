@@ -12,6 +12,8 @@ import { Charge, spendingUntil } from "./upstream.ts"
 export interface HistoricalRatesOptions {
   /** The most a request waits, retries included (CONTRACT C4 answers within 10 s whatever the sources do). */
   readonly requestBudgetMs: number
+  /** How long last-good copies are served when the sources fail (COINGECKO_STALE_TTL_H), in seconds. */
+  readonly lastGoodSeconds?: number | undefined
 }
 
 const makeHistoricalRates = (options: HistoricalRatesOptions) =>
@@ -76,7 +78,7 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
         // No stack trace: capturing one costs an Error per request, and the span's name says where it is.
         Effect.withSpan("rates.historical", { attributes: { symbols: query.symbols.length, days: query.days } }, { captureStackTrace: false })
       )
-    return RatesProvider.of({ historical })
+    return RatesProvider.of({ historical, lastGoodSeconds: options.lastGoodSeconds })
   })
 
 /** The use case over whatever serves its ports (layer.ts: the sources; tests: fakes). */

@@ -44,7 +44,7 @@ const coinbaseSources = <R, L>(client: Layer.Layer<CoinbaseClient, never, R>, le
   )
 }
 
-const useCase = Layer.unwrap(Effect.map(CoinGeckoConfig, (config) => HistoricalRates.layer({ requestBudgetMs: config.requestBudgetMs })))
+const useCase = Layer.unwrap(Effect.map(CoinGeckoConfig, (config) => HistoricalRates.layer({ requestBudgetMs: config.requestBudgetMs, lastGoodSeconds: config.staleTtlHours * 3_600 })))
 
 /** All but copies and guards. The answer memo and demand are the edge's too: one instance each within one build (src/server.ts). */
 const wired = <R, L>(coinbaseClient: Layer.Layer<CoinbaseClient, never, R>, leadership: Layer.Layer<Leadership, never, L>) =>

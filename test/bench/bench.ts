@@ -17,6 +17,9 @@
  *   npm run bench -- --token [--root DIR] [--runs N]   POST /oauth/token: a secret client, a private_key_jwt client, and
  *                                                      both alternated (tokenMode.ts; --root: another checkout's service;
  *                                                      --compare DIR: the secret method here and there, in turn)
+ *   npm run bench -- --cdn [--seconds 10]              cdn mode (cdnMode.ts): GET /api/v1/rates with and without nginx in
+ *                                                      front, 100 and 1,000 visits a second: origin requests per visit,
+ *                                                      the oldest price served
  *   npm run bench -- --compare DIR [--runs N]          compare mode (compareMode.ts): the scenarios on this checkout's service
  *                  [--in-turn]                         and DIR's, fresh processes each run (N, 3 by default), both measured at
  *                                                      once (--in-turn: A B, B A, ...): CPU per request of each and their
@@ -57,6 +60,7 @@ import { availableParallelism, tmpdir } from "node:os"
 import { join, relative, resolve } from "node:path"
 import { BenchError, fail, fmtInt, HIGH_LIMIT, HOST, mib, NODE, ROOT, round, sleep } from "./common.ts"
 import { type Options, parseOptions } from "./options.ts"
+import { runCdnMode } from "./cdnMode.ts"
 import { runCompareMode } from "./compareMode.ts"
 import { cleanups, isCleaning, shutdown, stopChild } from "./processes.ts"
 import { measure } from "./measure.ts"
@@ -134,6 +138,7 @@ const main = async () => {
   if (process.argv.includes("--month-real")) return runMonthRealMode(process.argv.slice(2))
   if (process.argv.includes("--way")) return runWayMode(process.argv.slice(2))
   if (process.argv.includes("--token")) return runTokenMode(process.argv.slice(2))
+  if (process.argv.includes("--cdn")) return runCdnMode(process.argv.slice(2))
   const opts = parseOptions(process.argv.slice(2))
   const cpus = availableParallelism()
   const wrkV = wrkVersion()

@@ -2,8 +2,8 @@
  * `npm test`'s set-up (the `pretest` script): what the tests need beside the npm packages, made ready
  * where it can be, as .ci/run does, else one line saying what to run and exit 1 at once.
  *
- * - `redis-server` (tests start private ones) and Chromium (the /docs test): installed with apt-get
- *   when missing and running as root;
+ * - `redis-server` (tests start private ones), Chromium (the /docs test) and nginx (the caching proxy of
+ *   the CDN test): installed with apt-get when missing and running as root;
  * - Redis at REDIS_URL (default redis://127.0.0.1:6379, shared by several tests): when nothing
  *   answers on this machine's address, a redis-server is started there, as Debian's package would,
  *   and left running for later runs;
@@ -15,6 +15,7 @@ import { existsSync } from "node:fs"
 import { connect } from "node:net"
 
 const chromiumPath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
+const nginxPath = process.env.NGINX_PATH ?? "/usr/sbin/nginx"
 const redisUrl = new URL(process.env.REDIS_URL ?? "redis://127.0.0.1:6379")
 
 const stop = (line: string): never => {
@@ -26,7 +27,8 @@ const onPath = (command: string) => spawnSync("sh", ["-c", `command -v ${command
 
 const missing = [
   ...(onPath("redis-server") ? [] : ["redis-server"]),
-  ...(existsSync(chromiumPath) ? [] : ["chromium"])
+  ...(existsSync(chromiumPath) ? [] : ["chromium"]),
+  ...(existsSync(nginxPath) || onPath("nginx") ? [] : ["nginx"])
 ]
 if (missing.length > 0) {
   const install = `apt-get install -y ${missing.join(" ")}`

@@ -43,6 +43,19 @@ const happyRequest = (path: string, method: string): { headers: Array<[string, s
   return { headers: [] }
 }
 
+/** The query a GET needs to be answered 200 (GET /api/v1/rates: its `cryptos`), if any. */
+const happyQuery = (path: string): string | undefined => (path === "/api/v1/rates" ? "cryptos=BTC" : undefined)
+
+/**
+ * `target` with the happy query of `path` added: after the target's own query (the router's: from the first `?` or
+ * `;`), or as the query.
+ */
+const withHappyQuery = (target: string, path: string) => {
+  const query = happyQuery(path)
+  if (query === undefined) return target
+  return /[?;]/.test(target) ? `${target}&${query}` : `${target}?${query}`
+}
+
 /** Every path the service serves, one concrete URL each, with its methods. */
 const knownPaths = (): Array<{ path: string; methods: ReadonlyArray<string> }> => {
   const fromDocument = Object.keys(target.model.doc.paths).map((path) => ({
@@ -89,7 +102,7 @@ describe("methods", () => {
         const checked = await target.exchange({ method: "OPTIONS", path, headers })
         const context = `OPTIONS ${path} origin=${origin} method=${requested}`
         expectNoViolations(checked, context)
-        const isPublic = ["/api/health", "/api/v1/exchange-rates", "/api/subscribe"].includes(path)
+        const isPublic = ["/api/health", "/api/v1/exchange-rates", "/api/v1/rates", "/api/subscribe"].includes(path)
         const preflight = isPublic && origin !== null && requested !== null && methods.includes(requested)
         expect(checked.response.status, context).toBe(preflight ? 204 : 405)
       }),
@@ -152,8 +165,9 @@ describe("path variants", () => {
           const happy = happyRequest(known.path, method)
           // An Origin makes CORS decisions visible (none may be made for /oauth/token, C2).
           const headers = [...happy.headers, ...(origin === null ? [] : [["Origin", origin] as [string, string]])]
-          const checked = await target.exchange({ method, path: variant.target, headers, ...(happy.body === undefined ? {} : { body: happy.body }) })
-          const context = `${method} ${variant.target} (${variant.kind} of ${known.path})`
+          const sent = withHappyQuery(variant.target, known.path)
+          const checked = await target.exchange({ method, path: sent, headers, ...(happy.body === undefined ? {} : { body: happy.body }) })
+          const context = `${method} ${sent} (${variant.kind} of ${known.path})`
           expectNoViolations(checked, context)
           const status = checked.response.status
           const resolved = resolveTarget(target.model, method, variant.target)
@@ -208,14 +222,15 @@ describe("odd and oversized headers", () => {
         // Latin-1 values go out as bytes (obs-text): node:http would refuse to send them.
         const lines = [...happy.headers, ...extra].map(([n, v]) => `${n}: ${v}`)
         const body = happy.body ?? ""
+        const sent = withHappyQuery(known.path, known.path)
         const bytes = Buffer.concat([
-          Buffer.from(`${method} ${known.path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(body)}\r\n`, "latin1"),
+          Buffer.from(`${method} ${sent} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(body)}\r\n`, "latin1"),
           Buffer.from(lines.map((l) => `${l}\r\n`).join(""), "latin1"),
           Buffer.from("\r\n"),
           Buffer.from(body)
         ])
-        const checked = await target.exchangeBytes(bytes, { method, target: known.path, parserMayRefuse: true })
-        const context = `${method} ${known.path} with ${JSON.stringify(extra)}`
+        const checked = await target.exchangeBytes(bytes, { method, target: sent, parserMayRefuse: true })
+        const context = `${method} ${sent} with ${JSON.stringify(extra)}`
         expectNoViolations(checked, context)
         const status = checked.response.status
         // Extra headers may only matter when they name a header the service reads.

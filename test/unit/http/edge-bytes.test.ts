@@ -37,7 +37,7 @@ describe("the same answers as before the edge gave them itself", () => {
   }
 })
 
-describe("400s at the edge and through the HttpApi: the same body", () => {
+describe("400s at the edge and through the HttpApi (a token's request): the same body", () => {
   const bodies: ReadonlyArray<readonly [string, string]> = [
     ["/api/v1/exchange-rates", "{\"cryptos\":[\"BTC\","],
     ["/api/v1/exchange-rates", "{\"cryptos\":[]}"],
@@ -66,6 +66,24 @@ describe("400s at the edge and through the HttpApi: the same body", () => {
       const anonymous = await post(path, body)
       expect(anonymous.status).toBe(400)
       expect(await post(path, body, { authorization: `Bearer ${token}` })).toEqual(anonymous)
+    })
+  }
+  const queries = [
+    "",
+    "?cryptos=BTC,B%20TC,&days=0&currency=u",
+    "?cryptos=BTC&cryptos=ETH",
+    "?days=366&cryptos=" + Array.from({ length: 55 }, (_, i) => `s${"~/".repeat(i % 3)}${i}`).join(","),
+    "?cryptos=%zz&days=%31%2E5"
+  ]
+  const get = async (target: string, headers: Record<string, string> = {}) => {
+    const res = await fetch(app.url + target, { headers: { "x-request-id": requestId, ...headers } })
+    return { status: res.status, type: res.headers.get("content-type"), body: await res.text() }
+  }
+  for (const query of queries) {
+    it(`GET /api/v1/rates${query.slice(0, 60)}`, async () => {
+      const anonymous = await get(`/api/v1/rates${query}`)
+      expect(anonymous.status).toBe(400)
+      expect(await get(`/api/v1/rates${query}`, { authorization: `Bearer ${token}` })).toEqual(anonymous)
     })
   }
 })

@@ -5,7 +5,7 @@
  * in order, body), with only the values that change from run to run masked.
  *
  * test/unit/http/fixtures/edge-bytes.json holds the answers as the HttpApi gave them before the edge
- * answered these requests; `node test/unit/http/edge-bytes.ts <file>` writes the current answers to a file.
+ * answered these requests (the GET queries': captured with the edge's query decoding turned off); `node test/unit/http/edge-bytes.ts <file>` writes the current answers to a file.
  */
 import { writeFileSync } from "node:fs"
 import { connect } from "node:net"
@@ -25,6 +25,7 @@ export const requestId = "0b9f7d1e-4c7a-4e43-9a51-2f0e8c6d5b3a"
 const json = { "content-type": "application/json" }
 const rates = "/api/v1/exchange-rates"
 const subscribe = "/api/subscribe"
+const ratesGet = "/api/v1/rates"
 
 export const rawCases: ReadonlyArray<RawCase> = [
   // 404: unknown paths, whatever the method, query or headers.
@@ -90,7 +91,24 @@ export const rawCases: ReadonlyArray<RawCase> = [
   { name: "401 before 400", method: "POST", target: rates, headers: { ...json, authorization: "Bearer not-a-token" }, body: "{" },
   { name: "401 before validation", method: "POST", target: subscribe, headers: { ...json, authorization: "Bearer not-a-token" }, body: "{}" },
   { name: "subscribe accepted", method: "POST", target: subscribe, headers: json, body: "{\"email\":\"edge.bytes@example.com\",\"locale\":\"en\"}" },
-  { name: "rates unknown symbols", method: "POST", target: rates, headers: json, body: "{\"cryptos\":[\"NOPECOIN\"],\"days\":2}" }
+  { name: "rates unknown symbols", method: "POST", target: rates, headers: json, body: "{\"cryptos\":[\"NOPECOIN\"],\"days\":2}" },
+  // A GET's query decoded at the edge (400 validation_failed), and its neighbours the HttpApi answers.
+  { name: "query missing", method: "GET", target: ratesGet },
+  { name: "query invalid members", method: "GET", target: `${ratesGet}?cryptos=BTC,B%20TC,&days=0&currency=u&x=1` },
+  { name: "query empty list", method: "GET", target: `${ratesGet}?cryptos=&days=7` },
+  { name: "query too many symbols", method: "GET", target: `${ratesGet}?cryptos=${Array.from({ length: 51 }, (_, i) => `S${i}`).join(",")}` },
+  { name: "query long symbol", method: "GET", target: `${ratesGet}?cryptos=${"X".repeat(40)}` },
+  { name: "query repeated parameter", method: "GET", target: `${ratesGet}?cryptos=BTC&cryptos=ETH` },
+  { name: "query days not an integer", method: "GET", target: `${ratesGet}?cryptos=BTC&days=1.5&days=x` },
+  { name: "query bad percent-encoding", method: "GET", target: `${ratesGet}?cryptos=%zz` },
+  { name: "query plus and escapes", method: "GET", target: `${ratesGet}?cryptos=B+TC,%E2%82%AC&currency=%22` },
+  { name: "query after a semicolon", method: "GET", target: `${ratesGet};cryptos=B%20TC` },
+  { name: "query HEAD", method: "HEAD", target: `${ratesGet}?days=x` },
+  { name: "query with an Origin", method: "GET", target: `${ratesGet}?cryptos=`, headers: { origin: "https://app.example" } },
+  { name: "query with a body", method: "GET", target: `${ratesGet}?cryptos=`, headers: json, body: "{}" },
+  { name: "query 401 before 400", method: "GET", target: `${ratesGet}?cryptos=`, headers: { authorization: "Bearer not-a-token" } },
+  { name: "query unknown symbols", method: "GET", target: `${ratesGet}?cryptos=NOPECOIN&days=2` },
+  { name: "query answered", method: "GET", target: `${ratesGet}?cryptos=btc,BTC,eth&days=2&currency=EUR` }
 ]
 
 /** Values that differ from one run to the next: the date, the remaining count, a rates answer's timestamps. */
