@@ -118,7 +118,8 @@ export const runScript = async (opts: WrkOptions, script: string, url: string, s
   }
   // wrk stops itself after -d; the watchdog only guards against a wedged generator.
   const watchdog = setTimeout(() => child.kill("SIGKILL"), (seconds + 30) * 1000)
-  const code = await new Promise<number | null>((done) => child.once("exit", (c) => done(c)))
+  // "close", not "exit": wrk's summary may still be in the pipe when it exits (seen with two wrk runs at once).
+  const code = await new Promise<number | null>((done) => child.once("close", (c) => done(c)))
   clearTimeout(watchdog)
   const line = out().split("\n").find((l) => l.startsWith("BENCH_JSON "))
   if (code !== 0 || line === undefined) fail(`wrk failed (exit ${code}):\n${out()}\n${err()}`)
