@@ -200,7 +200,8 @@ describe("cross-cutting problems", () => {
 
   it("500 internal_error for a defect, logged, with no internals on the wire", async () => {
     const failing = Layer.succeed(RatesProvider)({
-      historical: () => Effect.die(new Error("secret internal detail at /srv/app.ts:12"))
+      historical: () => Effect.die(new Error("secret internal detail at /srv/app.ts:12")),
+      latestPrices: () => Effect.die(new Error("secret internal detail at /srv/app.ts:12"))
     })
     const broken = await startTestApp({ rates: failing })
     try {
