@@ -357,6 +357,8 @@ export const JsonWebKeySet = Schema.Struct({
 
 // ---- live prices (C10) ---------------------------------------------------------------------------
 
+const LivePriceExample = { symbol: "BTC", price: 99850.12, change24h: 1.42, at: "2025-01-15T12:00:00.123Z", source: "coinbase" } as const
+
 /** One held price as the stream sends it: `at` when it was observed (a feed tick's time for Coinbase). */
 export const LivePrice = Schema.Struct({
   symbol: Schema.String,
@@ -364,10 +366,7 @@ export const LivePrice = Schema.Struct({
   change24h: NullableNumber.annotate({ description: "Change over 24 hours in %, when the source gives it" }),
   at: Schema.String.annotate({ format: "date-time", description: "When the price was observed" }),
   source: SourceName
-}).annotate({
-  identifier: "LivePrice",
-  examples: [{ symbol: "BTC", price: 99850.12, change24h: 1.42, at: "2025-01-15T12:00:00.123Z", source: "coinbase" }]
-})
+}).annotate({ identifier: "LivePrice", examples: [LivePriceExample] })
 export type LivePrice = typeof LivePrice.Type
 
 /** The first event of a stream, and of every reconnection: what is held now; a symbol not yet held comes with its first price event. */
@@ -375,7 +374,7 @@ export const PriceSnapshot = Schema.Struct({
   currency: Schema.String,
   prices: Schema.Array(LivePrice),
   unknown: Schema.Array(Schema.String)
-}).annotate({ identifier: "PriceSnapshot" })
+}).annotate({ identifier: "PriceSnapshot", examples: [{ currency: "USD", prices: [LivePriceExample], unknown: ["FOO"] }] })
 export type PriceSnapshot = typeof PriceSnapshot.Type
 
 const eventId = Schema.optionalKey(Schema.String).annotate({ description: "Increasing within a stream" })
@@ -384,5 +383,5 @@ const eventId = Schema.optionalKey(Schema.String).annotate({ description: "Incre
 export const PriceStreamEvent = Schema.Union([
   Schema.Struct({ id: eventId, event: Schema.Literal("snapshot"), data: Schema.fromJsonString(PriceSnapshot) }),
   Schema.Struct({ id: eventId, event: Schema.Literal("price"), data: Schema.fromJsonString(LivePrice) })
-]).annotate({ identifier: "PriceStreamEvent" })
+]).annotate({ identifier: "PriceStreamEvent", examples: [{ id: "42", event: "price", data: LivePriceExample }] })
 export type PriceStreamEvent = typeof PriceStreamEvent.Type

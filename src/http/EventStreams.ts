@@ -9,7 +9,7 @@ import { Context } from "effect"
 import type { OperationId } from "../api/Api.ts"
 import type { ProblemCode } from "../api/problems.ts"
 
-export interface EventStreamRequest {
+interface EventStreamRequest {
   /** What the edge decoded with the operation's query schema. */
   readonly query: unknown
   /** The caller's address per TRUST_PROXY, canonical. */

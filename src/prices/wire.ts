@@ -5,7 +5,7 @@
 import type { HeldPrice } from "./PriceSource.ts"
 
 /** First on every stream: how long a client waits before reconnecting (milliseconds). */
-export const retryField = "retry: 3000\n\n"
+const retryField = "retry: 3000\n\n"
 /** A comment line: keeps proxies and the reader's idle timers from closing a silent stream. */
 export const heartbeat: Uint8Array = Buffer.from(":\n\n")
 
