@@ -15,10 +15,11 @@ import { BodyProblemsLive } from "./http/validation.ts"
 import { NewsletterHandlers } from "./newsletter/handlers.ts"
 import { OptionalBearerLive } from "./oauth/bearerMiddleware.ts"
 import { OAuthHandlers } from "./oauth/handlers.ts"
+import { WidgetHandlers } from "./prices/widget/handlers.ts"
 import { RatesHandlers, ratesCacheableReadyAnswer, ratesReadyAnswer } from "./rates/handlers.ts"
 
 const ApiRoutes = HttpApiBuilder.layer(Api).pipe(
-  Layer.provide([HealthHandlers, RatesHandlers, NewsletterHandlers, OAuthHandlers]),
+  Layer.provide([HealthHandlers, RatesHandlers, NewsletterHandlers, OAuthHandlers, WidgetHandlers]),
   Layer.provide([BodyProblemsLive, OptionalBearerLive])
 )
 
