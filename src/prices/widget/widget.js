@@ -155,6 +155,7 @@ export class CryptoPrices extends HTMLElement {
   /** @type {AbortController | undefined} */ #loading
   /** @type {EventSource | undefined} */ #source
   /** @type {Array<string>} */ #pendingAnnouncements = []
+  /** @type {ReturnType<typeof setTimeout> | undefined} */ #announceTimer
   /** Symbols the attribute names that C4 would refuse: shown as unknown, never asked. */
   /** @type {Array<string>} */ #malformed = []
   #reloadQueued = false
@@ -205,6 +206,9 @@ export class CryptoPrices extends HTMLElement {
     this.#loading = undefined
     this.#source?.close()
     this.#source = undefined
+    clearTimeout(this.#announceTimer)
+    this.#announceTimer = undefined
+    this.#pendingAnnouncements = []
   }
 
   get #currency() {
@@ -439,7 +443,7 @@ export class CryptoPrices extends HTMLElement {
 
   /**
    * Tells screen readers, politely, at most once per symbol every 30 s, or at once on a move of 2 % since
-   * the last announcement; what several symbols announce at once is said in one message.
+   * the last announcement; what several symbols announce within a second is said in one message.
    * @param {Row} row
    */
   #announce(row) {
@@ -450,11 +454,12 @@ export class CryptoPrices extends HTMLElement {
     if (now - at < announceEveryMs && moved < largeMove) return
     row.announced = { at: now, price: row.value }
     const change = row.change24h === null ? "" : `, ${this.#formatChange(row.change24h)} in 24 hours`
-    if (this.#pendingAnnouncements.push(`${row.name} ${this.#formatPrice(row.value)}${change}`) > 1) return
-    queueMicrotask(() => {
+    this.#pendingAnnouncements.push(`${row.name} ${this.#formatPrice(row.value)}${change}`)
+    this.#announceTimer ??= setTimeout(() => {
       this.#announcer.textContent = this.#pendingAnnouncements.join(". ")
       this.#pendingAnnouncements = []
-    })
+      this.#announceTimer = undefined
+    }, 1_000)
   }
 }
 

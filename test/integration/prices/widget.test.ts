@@ -7,7 +7,7 @@
  * flash unless the reader prefers reduced motion, and screen readers hear a symbol at most every 30 s.
  * No CSP violation, no page error, no request to any other origin.
  */
-import type { Browser, Page } from "playwright-core"
+import type { Browser, Locator, Page, Response } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type CoinbaseEmulator, startCoinbaseEmulator } from "../../emulators/coinbase.ts"
 import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../../emulators/coingecko.ts"
@@ -48,11 +48,19 @@ interface Watched {
   readonly tab: Page
   readonly problems: Array<string>
   readonly violations: () => Promise<ReadonlyArray<string>>
+  /** The widget's GET /api/v1/rates for `currency`, once answered. */
+  readonly rates: (currency: string) => Promise<Response>
 }
 
-const open = async (options: { readonly reducedMotion?: "reduce" | "no-preference"; readonly holdStream?: boolean } = {}): Promise<Watched> => {
+const open = async (options: {
+  readonly reducedMotion?: "reduce" | "no-preference"
+  readonly holdStream?: boolean
+  /** Done before the page loads: routes, init scripts. */
+  readonly before?: (tab: Page) => Promise<void>
+} = {}): Promise<Watched> => {
   const context = await browser.newContext({ reducedMotion: options.reducedMotion ?? "no-preference" })
   const tab = await context.newPage()
+  await options.before?.(tab)
   const problems: Array<string> = []
   tab.on("pageerror", (error) => problems.push(`page error: ${error.message}`))
   tab.on("console", (message) => {
@@ -68,13 +76,22 @@ const open = async (options: { readonly reducedMotion?: "reduce" | "no-preferenc
     ;(window as unknown as { cspViolations: Array<string> }).cspViolations = seen
     document.addEventListener("securitypolicyviolation", (e) => seen.push(`${e.violatedDirective} ${e.blockedURI}`))
   })
+  const answered: Array<Response> = []
+  tab.on("response", (response) => {
+    if (response.url().startsWith(`${service.url}/api/v1/rates?`)) answered.push(response)
+  })
   if (options.holdStream === true) await tab.route("**/api/v1/prices/stream*", (route) => route.abort())
   const response = await tab.goto(`${page.url}/`, { waitUntil: "load" })
   expect(response!.headers()["content-security-policy"]).toBe(page.contentSecurityPolicy)
   return {
     tab,
     problems,
-    violations: () => tab.evaluate(() => (window as unknown as { cspViolations: Array<string> }).cspViolations)
+    violations: () => tab.evaluate(() => (window as unknown as { cspViolations: Array<string> }).cspViolations),
+    rates: async (currency) => {
+      const found = () => answered.find((r) => r.url().includes(`currency=${currency}`))
+      await expect.poll(found, { timeout: 20_000 }).toBeDefined()
+      return found()!
+    }
   }
 }
 
@@ -86,8 +103,7 @@ describe("<crypto-prices> on a page of another origin, under script-src/connect-
     const watched = await open({ holdStream: true })
     const { tab } = watched
     // The widget's own request, as sent and answered: the figures it must show.
-    const answered = tab.waitForResponse((r) => r.url().startsWith(`${service.url}/api/v1/rates?`) && r.url().includes("currency=usd"))
-    const rates = await answered
+    const rates = await watched.rates("usd")
     expect(rates.status()).toBe(200)
     expect(new URL(rates.url()).search).toBe("?cryptos=BTC,ETH,SOL&currency=usd&days=30")
     expect(rates.headers()["cache-control"]).toMatch(/^public, max-age=\d+/)
@@ -145,6 +161,116 @@ describe("<crypto-prices> on a page of another origin, under script-src/connect-
     expect(await widget.locator("li").count()).toBe(0)
     expect(await watched.violations()).toEqual([])
     expect(watched.problems).toEqual([])
+    await tab.context().close()
+  }, 60_000)
+})
+
+/** The stream's wire as C10 and the design state it, for the test's own events. */
+const sse = (events: ReadonlyArray<{ readonly event?: string; readonly data?: unknown; readonly comment?: true }>, retryMs: number, firstId: number) =>
+  `retry: ${retryMs}\n\n` + events.map((e, i) =>
+    e.comment === true ? ":\n\n" : `id: ${firstId + i}\nevent: ${e.event}\ndata: ${JSON.stringify(e.data)}\n\n`).join("")
+/** A body the test lets through when it says so. */
+const gate = () => {
+  let resolve!: (body: string) => void
+  const promise = new Promise<string>((r) => (resolve = r))
+  return { promise, resolve }
+}
+const sseHeaders = { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache, no-transform", "access-control-allow-origin": "*" }
+
+describe("<crypto-prices> reading the stream's events (C10's wire, served by the test in the browser)", () => {
+  /**
+   * Two connections, each let through when the test says: the first a snapshot and price events (small
+   * moves of BTC and ETH, a 5 % move of SOL), the second (EventSource's reconnection) one more small
+   * move of BTC, after the page's Date.now() has moved 31 s.
+   */
+  const scripted = async (reducedMotion: "reduce" | "no-preference") => {
+    const gates = [gate(), gate()]
+    let connections = 0
+    const watched = await open({
+      reducedMotion,
+      before: async (tab) => {
+        // The page's Date.now() moved on by the test (its timers keep real time: the announcements' second).
+        await tab.addInitScript(() => {
+          const realNow = Date.now
+          Date.now = () => realNow() + ((window as unknown as { skewMs?: number }).skewMs ?? 0)
+        })
+        await tab.route(/\/api\/v1\/prices\/stream\?/, async (route) => {
+          if (!route.request().url().includes("currency=usd")) return route.fulfill({ headers: sseHeaders, body: "retry: 600000\n\n" })
+          const gate = gates[Math.min(connections++, gates.length - 1)]!
+          route.fulfill({ headers: sseHeaders, body: await gate.promise })
+        })
+      }
+    })
+    const { tab } = watched
+    const answer = (await (await watched.rates("usd")).json()) as RatesAnswer
+    const widget = tab.locator("crypto-prices").first()
+    await expect.poll(() => widget.locator("li").count(), { timeout: 20_000 }).toBe(3)
+    return { ...watched, answer, widget, gates }
+  }
+  /**
+   * Watches a row for its next flash; the returned function resolves with how many animations ran the moment
+   * it started (the observer is in place before the test lets any event through).
+   */
+  const watchFlash = async (row: Locator) => {
+    await row.evaluate((item) => {
+      ;(item as unknown as { flashed: Promise<number> }).flashed = new Promise<number>((resolve) =>
+        new MutationObserver((_, observer) => {
+          if (!/flash-/.test(item.className)) return
+          observer.disconnect()
+          resolve(item.getAnimations().length)
+        }).observe(item, { attributes: true, attributeFilter: ["class"] }))
+    })
+    return () => row.evaluate((item) => (item as unknown as { flashed: Promise<number> }).flashed)
+  }
+  const priceOf = (answer: RatesAnswer, symbol: string) => answer.rates.find((r) => r.symbol === symbol)!.price
+  const at = new Date().toISOString()
+
+  it("applies a snapshot and price events: price, 24 h change, sparkline, source; a row flashes; announced politely, not every tick", async () => {
+    const { tab, answer, widget, gates, problems, violations } = await scripted("no-preference")
+    const [btc, eth, sol] = ["BTC", "ETH", "SOL"].map((symbol) => priceOf(answer, symbol)) as [number, number, number]
+    const btcRow = widget.locator(`li[data-symbol="BTC"]`)
+    const flashed = await watchFlash(btcRow)
+    gates[0]!.resolve(sse([
+      { event: "snapshot", data: { currency: "USD", prices: [{ symbol: "BTC", price: btc * 1.001, change24h: 1.5, at, source: "coinbase" }], unknown: [] } },
+      { event: "price", data: { symbol: "BTC", price: btc * 1.002, change24h: 1.75, at, source: "coinbase" } },
+      // Not held at the snapshot: its first price event; no 24 h change yet keeps the one shown.
+      { event: "price", data: { symbol: "ETH", price: eth * 1.001, change24h: null, at, source: "coingecko" } },
+      { event: "price", data: { symbol: "SOL", price: sol * 1.05, change24h: 6.25, at, source: "coinbase" } },
+      { comment: true }
+    ], 500, 1))
+    expect(await flashed()).toBeGreaterThan(0)
+    await expect.poll(() => btcRow.locator(".price").textContent(), { timeout: 10_000 }).toBe(`$${(btc * 1.002).toLocaleString("en", { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`)
+    expect(await btcRow.locator(".change").textContent()).toBe("+1.75% in 24 hours")
+    expect(await btcRow.getAttribute("data-source")).toBe("coinbase")
+    expect(await btcRow.getAttribute("data-at")).toBe(at)
+    // The live price is the sparkline's last point.
+    expect((await btcRow.locator("polyline").getAttribute("points"))!.split(" ")).toHaveLength(answer.rates[0]!.series.length + 1)
+    const ethRow = widget.locator(`li[data-symbol="ETH"]`)
+    await expect.poll(() => ethRow.getAttribute("data-source")).toBe("coingecko")
+    const ethChange = answer.rates.find((r) => r.symbol === "ETH")!.change["24h"]!
+    expect(await ethRow.locator(".change").textContent()).toBe(`${ethChange > 0 ? "+" : "-"}${Math.abs(ethChange).toFixed(2)}% in 24 hours`)
+    // Only SOL's 5 % move is said at once; BTC's and ETH's small ones wait for 30 s since the first render.
+    const announcer = widget.locator("[aria-live=polite]")
+    await expect.poll(() => announcer.textContent(), { timeout: 10_000 }).toMatch(/^Solana \$[\d,]+\.\d{2}, \+6\.25% in 24 hours$/)
+    // 31 s later (the page's Date.now()), the reconnection's first event is a small move of BTC: now it is said.
+    await tab.evaluate(() => void ((window as unknown as { skewMs: number }).skewMs = 31_000))
+    gates[1]!.resolve(sse([{ event: "price", data: { symbol: "BTC", price: btc * 1.003, change24h: 1.8, at, source: "coinbase" } }], 600_000, 10))
+    await expect.poll(() => announcer.textContent(), { timeout: 10_000 }).toMatch(/^Bitcoin \$[\d,]+\.\d{2}, \+1\.80% in 24 hours$/)
+    // Live again after the reconnection: not shown as paused.
+    await expect.poll(() => widget.locator(".status").textContent()).toBe("")
+    expect(await violations()).toEqual([])
+    expect(problems).toEqual([])
+    await tab.context().close()
+  }, 60_000)
+
+  it("does not animate a price change for a reader who prefers reduced motion", async () => {
+    const { tab, answer, widget, gates, problems } = await scripted("reduce")
+    const btcRow = widget.locator(`li[data-symbol="BTC"]`)
+    const flashed = await watchFlash(btcRow)
+    gates[0]!.resolve(sse([{ event: "price", data: { symbol: "BTC", price: priceOf(answer, "BTC") * 0.999, change24h: -1, at, source: "coinbase" } }], 600_000, 1))
+    expect(await flashed()).toBe(0)
+    expect(await btcRow.locator(".change").textContent()).toBe("-1.00% in 24 hours")
+    expect(problems).toEqual([])
     await tab.context().close()
   }, 60_000)
 })
