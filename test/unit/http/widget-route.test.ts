@@ -7,9 +7,11 @@ import { request } from "node:http"
 import { readFileSync } from "node:fs"
 import { gunzipSync } from "node:zlib"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { joinModules } from "../../../src/prices/widget/handlers.ts"
 import { startTestApp, type TestApp } from "../../support/app.ts"
 
-const source = readFileSync(new URL("../../../src/prices/widget/widget.js", import.meta.url))
+const sourceOf = (file: string) => readFileSync(new URL(`../../../src/prices/widget/${file}`, import.meta.url), "utf8")
+const source = Buffer.from(joinModules(sourceOf("parts.js"), sourceOf("widget.js")))
 const page = "https://landing.example"
 
 let app: TestApp
@@ -42,6 +44,15 @@ const send = (base: string, method: string, headers: Record<string, string> = {}
   })
 
 describe("GET /widget.js", () => {
+  it("is one module: parts.js's declarations, then widget.js without its import of them", () => {
+    const text = source.toString()
+    expect(text).not.toMatch(/^import /m)
+    // The element is the one export; every part is declared once, before it is used.
+    expect(text.match(/^export .*/gm)).toEqual(["export class CryptoPrices extends HTMLElement {"])
+    expect(text.indexOf("const sparklinePoints =")).toBeLessThan(text.indexOf("export class CryptoPrices"))
+    expect(() => joinModules(sourceOf("parts.js"), "export class X {}")).toThrow(/must import parts\.js/)
+  })
+
   it("is the widget module, as a script another origin may load", async () => {
     const r = await send(app.url, "GET", { origin: page })
     expect(r.status).toBe(200)
