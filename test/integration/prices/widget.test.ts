@@ -3,8 +3,9 @@
  * whose Content-Security-Policy allows scripts and connections to the API's origin only, styles from itself,
  * and requires Trusted Types: the service as `npm start` runs it (spawned) over the CoinGecko and Coinbase
  * emulators on the real clock. The first render is the cacheable GET's answer (names, prices, 24 h changes,
- * sparklines; the stream held back); then, live, the feed's ticks reach the page through the stream, rows
- * flash unless the reader prefers reduced motion, and screen readers hear a symbol at most every 30 s.
+ * sparklines; the stream held back); then, live, the feed's ticks reach the page through the stream. With events
+ * the test serves in the browser: each event's effect, rows flash unless the reader prefers reduced motion, and
+ * screen readers hear a symbol at most every 30 s or on a large move.
  * No CSP violation, no page error, no request to any other origin.
  */
 import type { Browser, Locator, Page, Response } from "playwright-core"
@@ -142,6 +143,49 @@ describe("<crypto-prices> on a page of another origin, under script-src/connect-
     expect(await watched.violations()).toEqual([])
     expect(watched.problems).toEqual([])
     await tab.context().close()
+  }, 60_000)
+
+  it("shows the feed's ticks live, through the stream: the price of a tick, moving, from Coinbase", async () => {
+    // The emulator's feed, followed by the test too: every tick of BTC-USD, by its time.
+    const ticks = new Map<number, number>()
+    const feed = new WebSocket(coinbase.wsUrl)
+    feed.addEventListener("message", (event) => {
+      const message = JSON.parse(String(event.data)) as { type: string; product_id: string; price: string; time?: string }
+      if (message.type === "ticker" && message.product_id === "BTC-USD" && message.time !== undefined) ticks.set(Date.parse(message.time), Number(message.price))
+    })
+    await new Promise((resolve, reject) => {
+      feed.addEventListener("open", resolve)
+      feed.addEventListener("error", reject)
+    })
+    feed.send(JSON.stringify({ type: "subscribe", product_ids: ["BTC-USD"], channels: ["ticker"] }))
+    try {
+      const watched = await open()
+      const { tab } = watched
+      const stream = await tab.waitForResponse((r) => r.url().startsWith(`${service.url}/api/v1/prices/stream?`) && r.url().includes("currency=usd"))
+      expect(new URL(stream.url()).search).toBe("?cryptos=BTC,ETH,SOL&currency=usd")
+      expect(stream.status()).toBe(200)
+      expect(stream.headers()["content-type"]).toBe("text/event-stream; charset=utf-8")
+      const row = tab.locator("crypto-prices").first().locator(`li[data-symbol="BTC"]`)
+      /** Each tick the row showed: its time, and whether the price shown was that tick's. */
+      const shown = new Map<string, boolean>()
+      await expect.poll(async () => {
+        const { at, source, price } = await row.evaluate((item) => ({
+          at: item.getAttribute("data-at"),
+          source: item.getAttribute("data-source"),
+          price: item.querySelector(".price")?.textContent ?? ""
+        }))
+        if (at !== null && source === "coinbase" && ticks.has(Date.parse(at))) {
+          shown.set(at, amount(price) === Math.round(ticks.get(Date.parse(at))! * 100) / 100)
+        }
+        return shown.size
+      }, { timeout: 30_000, interval: 200 }).toBeGreaterThanOrEqual(3)
+      expect([...shown.values()]).not.toContain(false)
+      expect(await watched.violations()).toEqual([])
+      expect(watched.problems).toEqual([])
+      await tab.context().close()
+    } finally {
+      feed.close()
+    }
   }, 60_000)
 
   it("shows a problem answer quietly: unknown symbols named, no row, no retry loop", async () => {
