@@ -243,6 +243,7 @@ describe("every method on every path", () => {
     ["/problems/not_found", ["GET", "HEAD"]],
     ["/livez", ["GET", "HEAD"]],
     ["/readyz", ["GET", "HEAD"]],
+    ["/widget.js", ["GET", "HEAD"]],
     ["/nope", []],
     ["/api", []]
   ]
