@@ -6,6 +6,7 @@
  * symbol, its last one the feed's latest tick.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { coinbaseQuote } from "../../emulators/coinbase-data.ts"
 import { emulatedPrice } from "../../emulators/coingecko-data.ts"
 import { feedConnected, type LiveRig, startLiveRig } from "./rates-live-support.ts"
 import { openStream, type OpenStream, readTicks, type StreamEvent, waitFor } from "./prices-stream-support.ts"
@@ -68,16 +69,32 @@ describe("the price stream across two instances sharing one Redis", () => {
       for (const stream of streams) {
         await waitFor("ten feed prices of each symbol", () => ["BTC", "ETH"].every((s) => pricesOf(stream, s, "coinbase").length >= 10), 40_000)
       }
+      // The test's own feed reader is read by the same busy process: wait until it has what the streams have.
+      const newest = Math.max(...streams.flatMap((stream) => ["BTC", "ETH"].flatMap((s) => pricesOf(stream, s, "coinbase").map(({ price }) => Date.parse(price.at)))))
+      await waitFor("the test's own ticks up to the streams' newest", () => ["BTC-USD", "ETH-USD"].every((p) => ticks.ticks.some((t) => t.product === p && t.time >= newest)), 10_000)
       // The test's own connection is the emulator's second: the services hold one between them.
       expect(feedConnections() - 1, "the deployment's feed connections").toBe(1)
       for (const [i, stream] of streams.entries()) {
-        for (const { event, price } of ["BTC", "ETH"].flatMap((s) => pricesOf(stream, s, "coinbase"))) {
+        // A trade goes to every connection: from the test's first tick of a product on, each is in its list (a busy relay
+        // may still deliver one traded before the test subscribed).
+        const seen = (price: Price) => Date.parse(price.at) >= (ticks.ticks.find((t) => t.product === `${price.symbol}-USD`)?.time ?? Infinity)
+        const checked = ["BTC", "ETH"].flatMap((s) => pricesOf(stream, s, "coinbase")).filter(({ price }) => seen(price))
+        expect(checked.length, `instance ${i}: feed prices to check`).toBeGreaterThanOrEqual(16)
+        let rest = 0
+        for (const { event, price } of checked) {
           const tick = ticks.ticks.find((t) => t.product === `${price.symbol}-USD` && t.time === Date.parse(price.at))
-          expect(tick, `instance ${i}: a tick of ${price.symbol} at ${price.at}`).toBeDefined()
-          expect(price.price).toBe(tick!.price)
+          if (tick === undefined) {
+            // Not a feed tick: on a starved machine a pair may be served a moment by Coinbase's REST ticker (also
+            // `coinbase`; docs/rates.md "Live quotes"): then it is the emulator's REST price at that instant.
+            expect(price.price, `instance ${i}: ${price.symbol} at ${price.at}, neither a tick nor the REST ticker`).toBe(coinbaseQuote(`${price.symbol}-USD`, Date.parse(price.at)).price)
+            rest++
+            continue
+          }
+          expect(price.price).toBe(tick.price)
           // Through the relay for the instance that does not hold the feed, then a round (250 ms), on a busy machine.
-          expect(event.receivedAt - tick!.time, `instance ${i}: ${price.symbol} at ${price.at}`).toBeLessThan(3_000)
+          expect(event.receivedAt - tick.time, `instance ${i}: ${price.symbol} at ${price.at}`).toBeLessThan(3_000)
         }
+        expect(rest, `instance ${i}: prices not from the feed, of ${checked.length}`).toBeLessThanOrEqual(checked.length / 4)
       }
     } finally {
       for (const stream of streams) stream.close()
