@@ -4,7 +4,7 @@
  */
 import { Context, Effect, Exit, Layer } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
-import { recordLiveStreamEvents, recordLiveStreamLagging, recordLiveStreamsOpen } from "../observability/metrics.ts"
+import { recordLiveStreamEvents, recordLiveStreamLagging, recordLiveStreamsOpen, recordLiveStreamsStarted } from "../observability/metrics.ts"
 import { type Hub, type HubOptions, makeHub } from "./hub.ts"
 import { PriceSource } from "./PriceSource.ts"
 
@@ -40,6 +40,7 @@ export class PriceHub extends Context.Service<PriceHub, Hub>()("app/prices/Price
             }),
           metrics: { open: recordLiveStreamsOpen, events: recordLiveStreamEvents, lagging: recordLiveStreamLagging }
         })
+        recordLiveStreamsStarted()
         const roundMs = timing.roundMs ?? ROUND_MS
         yield* Effect.acquireRelease(
           Effect.sync(() => setInterval(hub.round, roundMs)),
