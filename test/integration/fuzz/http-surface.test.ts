@@ -78,7 +78,7 @@ const knownPaths = (): Array<{ path: string; methods: ReadonlyArray<string> }> =
 
 const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "PROPFIND", "LINK", "PURGE", "QUERY", "SEARCH", "LOCK"]
 
-// Every method on every path, one test each: test/unit/http/contract.test.ts.
+// Every method on every path, one test each: test/unit/http/contract-methods.test.ts.
 describe("methods", () => {
   it("random method tokens never reach a 5xx and 405s always carry Allow", async () => {
     const token = fc.stringMatching(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,12}$/)
