@@ -3,7 +3,9 @@
  * `tickEveryMs`, at the emulator's `now`, as a `ticker` message to the connections subscribed to it (every
  * `dropEvery`-th trade to nobody: its sequence number jumps), and a `heartbeat` of every product each
  * `heartbeatEveryMs` to those subscribed to heartbeats. Each product's market keeps its sequence, last trade id and
- * last ticker (the one sent at once on subscribing). Timers run while a connection is open. Erasable TypeScript only.
+ * last ticker (the one sent at once on subscribing), and what the feed published of it (`published`): its last
+ * `recordPerProduct` trades sent and heartbeats, the truth a test compares its readers with. Timers run while a
+ * connection is open. Erasable TypeScript only.
  */
 import { coinbaseQuote, coinbaseTime, emulatedProductById, priceText } from "./coinbase-data.ts"
 import { type Subscribed, type Ticker, tickerText } from "./coinbase-feed-protocol.ts"
@@ -14,6 +16,23 @@ interface Market {
   sequence: number
   tradeId: number
   lastTicker: Ticker | undefined
+}
+
+/** A trade whose full ticker went out: its price as sent (a number), its time (epoch ms) and id. */
+export interface PublishedTrade {
+  readonly tradeId: number
+  readonly price: number
+  readonly time: number
+}
+/** A heartbeat of a product as it went out: the trade it named and its time (epoch ms). */
+export interface PublishedHeartbeat {
+  readonly lastTradeId: number
+  readonly time: number
+}
+/** What the feed published of one product, oldest first, each list its last `recordPerProduct`. */
+export interface PublishedRecord {
+  readonly trades: ReadonlyArray<PublishedTrade>
+  readonly heartbeats: ReadonlyArray<PublishedHeartbeat>
 }
 
 /** A connection as the ticks see it: where to send, and what it holds. */
@@ -36,12 +55,33 @@ export interface FeedTicksOptions {
   readonly numeric: () => boolean
   /** A `ticker` or `heartbeat` message of product `id` was sent to one connection. */
   readonly sent: (kind: "ticks" | "heartbeats", id: string) => void
+  /** Trades and heartbeats kept per product in `published` (default 10,000 each). */
+  readonly recordPerProduct?: number
 }
 
 export const makeFeedTicks = (options: FeedTicksOptions) => {
   const { now, dropEvery, listeners, silent, numeric, sent } = options
   const markets = new Map<string, Market>()
   let timers: Array<ReturnType<typeof setInterval>> = []
+  const recordPerProduct = options.recordPerProduct ?? 10_000
+  let records = new Map<string, { trades: Array<PublishedTrade>; heartbeats: Array<PublishedHeartbeat> }>()
+  const record = (id: string) => {
+    let r = records.get(id)
+    if (r === undefined) {
+      r = { trades: [], heartbeats: [] }
+      records.set(id, r)
+    }
+    return r
+  }
+  const keep = <A>(list: Array<A>, entry: A) => {
+    list.push(entry)
+    // Trimmed a thousand at a time: bounded, without moving the whole list on every entry.
+    if (list.length > recordPerProduct + 1_000) list.splice(0, list.length - recordPerProduct)
+  }
+  const published = (id: string): PublishedRecord => {
+    const r = records.get(id)
+    return { trades: r?.trades.slice(-recordPerProduct) ?? [], heartbeats: r?.heartbeats.slice(-recordPerProduct) ?? [] }
+  }
 
   const market = (id: string): Market => {
     let m = markets.get(id)
@@ -96,25 +136,32 @@ export const makeFeedTicks = (options: FeedTicksOptions) => {
       const ticker = trade(id)
       if (ticker === undefined) continue
       const message = tickerText(ticker, false, numeric())
+      let to = 0
       for (const connection of listeners()) {
         if (!connection.subscribed.ticker.has(id) || !connection.peer.isOpen()) continue
         connection.peer.send(message)
         sent("ticks", id)
+        to++
       }
+      if (to > 0) keep(record(id).trades, { tradeId: Number(ticker.trade_id), price: Number(ticker.price), time: Date.parse(String(ticker.time)) })
     }
   }
 
   const heartbeat = () => {
     if (silent()) return
-    const time = coinbaseTime(now())
+    const at = now()
+    const time = coinbaseTime(at)
+    const to = new Set<string>()
     for (const connection of listeners()) {
       if (!connection.peer.isOpen()) continue
       for (const id of connection.subscribed.heartbeat) {
         const m = market(id)
         connection.peer.send(JSON.stringify({ type: "heartbeat", last_trade_id: m.tradeId, product_id: id, sequence: m.sequence, time }))
         sent("heartbeats", id)
+        to.add(id)
       }
     }
+    for (const id of to) keep(record(id).heartbeats, { lastTradeId: market(id).tradeId, time: at })
   }
 
   const start = () => {
@@ -127,5 +174,15 @@ export const makeFeedTicks = (options: FeedTicksOptions) => {
     timers = []
   }
 
-  return { lastTicker, tick, heartbeat, start, stop }
+  return {
+    lastTicker,
+    tick,
+    heartbeat,
+    start,
+    stop,
+    published,
+    forget: () => {
+      records = new Map()
+    }
+  }
 }

@@ -22,6 +22,8 @@
  *     A product whose trading is disabled (XTZ-USDT) has no trades, so no ticker messages.
  *   ← {"type":"heartbeat","last_trade_id","product_id","sequence","time"}: every `heartbeatEveryMs` (1 s) per
  *     product. `sequence` counts a product's trades (the same for every connection); `trade_id` too.
+ * What it published is kept (`published`: each product's last 10,000 trades sent and heartbeats), so that a test
+ * compares what a client made of the feed with what the feed sent, not with a reader of its own.
  * Refused as Coinbase refuses: an upgrade without a User-Agent (400); per address, Coinbase's limits
  * (coinbase-feed-limits.ts: 8 connection requests a second, bursts of 20, else 429 at the upgrade; 100 messages
  * a second from clients, else an error and the connection closed; 10 subscriptions of a product on a channel,
@@ -36,7 +38,7 @@ import { type CallersStats, makeCallers, userAgentOf } from "./callers.ts"
 import { type CoinbaseFeedLimits, type LimitRefusals, makeFeedLimits } from "./coinbase-feed-limits.ts"
 import { emulatedProductById } from "./coinbase-data.ts"
 import { type Channel, MAX_MESSAGE_BYTES, parseRequest, productsOf, type Subscribed, subscriptionsMessage, tickerText } from "./coinbase-feed-protocol.ts"
-import { makeFeedTicks } from "./coinbase-feed-ticks.ts"
+import { makeFeedTicks, type PublishedRecord } from "./coinbase-feed-ticks.ts"
 import { acceptUpgrade, refuseUpgrade, upgradeProblem, type WebSocketPeer } from "./websocket.ts"
 
 export const COINBASE_FEED_PATH = "/ws-feed"
@@ -74,6 +76,8 @@ export interface CoinbaseFeedOptions {
   readonly partialFirstTicker?: boolean
   /** Every n-th trade of a product is sent to nobody (a dropped message: its sequence number jumps); 0: none. Default 5. */
   readonly dropEvery?: number
+  /** Trades and heartbeats `published` keeps per product (default 10,000 each). */
+  readonly recordPerProduct?: number
 }
 
 export interface CoinbaseFeedProductStats {
@@ -116,8 +120,11 @@ export interface CoinbaseFeed {
   readonly publish: () => void
   /** Products the feed refuses ("… is not a valid product") although the REST API lists them; [] by default. */
   readonly setRefusedProducts: (ids: ReadonlyArray<string>) => void
+  /** Resets the counts, and forgets what was published. */
   readonly resetStats: () => void
   readonly stats: () => CoinbaseFeedStats
+  /** What the feed published of a product: its last trades sent (dropped ones are not) and heartbeats, oldest first. */
+  readonly published: (productId: string) => PublishedRecord
   /** Cut every connection and stop the timers. */
   readonly close: () => void
 }
@@ -164,7 +171,8 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
     listeners: () => connections,
     silent: () => mode === "silent",
     numeric: () => mode === "numeric-ticks",
-    sent
+    sent,
+    ...(options.recordPerProduct === undefined ? {} : { recordPerProduct: options.recordPerProduct })
   })
 
   const send = (connection: Connection, message: unknown) => {
@@ -326,8 +334,10 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
       byProduct = new Map()
       callers.reset()
       limits.reset()
+      ticks.forget()
     },
     stats,
+    published: ticks.published,
     close: () => {
       ticks.stop()
       for (const connection of connections) {

@@ -36,6 +36,8 @@
  *   GET  /__stats    {"total": n, "byPath": {"/products/BTC-USD/candles": n, …}, "byStatus": {"200": n, "429": n},
  *                     "maxInFlight": n, "callers": {"byUserAgent": {…}, "traced": n},
  *                     "feed": {connections, subscribes, ticks, heartbeats, byProduct, callers, …}}
+ *   GET  /__published?product=BTC-USD  what the feed published of it: {"trades": [{tradeId, price, time}], "heartbeats":
+ *                     [{lastTradeId, time}]}, times in epoch ms, each list its last 10,000 (reset with the stats)
  * A call without a User-Agent gets 400 {"message":"User-Agent header is required."}, as Coinbase answers.
  * Imported: `startCoinbaseEmulator({ port?, host?, now?, rateLimit?, feed?: { tickEveryMs?, … } })`.
  * Runs on Node's type stripping: erasable TypeScript only, local imports with `.ts`.
@@ -46,6 +48,7 @@ import { fileURLToPath } from "node:url"
 import { type CallersStats, makeCallers, userAgentOf } from "./callers.ts"
 import { type CoinbaseFeedMode, type CoinbaseFeedOptions, type CoinbaseFeedStats, COINBASE_FEED_PATH, createCoinbaseFeed } from "./coinbase-feed.ts"
 import { answer } from "./coinbase-answers.ts"
+import type { PublishedRecord } from "./coinbase-feed-ticks.ts"
 
 export const coinbaseFaultModes = ["none", "5xx", "429", "hang", "reset", "truncated", "wrong-shape"] as const
 export type CoinbaseFaultMode = (typeof coinbaseFaultModes)[number]
@@ -85,6 +88,8 @@ export interface CoinbaseEmulator {
   setFeedRefuses(ids: ReadonlyArray<string>): void
   /** A trade and a heartbeat of every subscribed product now (a simulated clock's step; the timers keep theirs). */
   publishFeed(): void
+  /** What the feed published of a product: its last trades sent and heartbeats (coinbase-feed.ts). */
+  feedPublished(productId: string): PublishedRecord
   setFault(fault: CoinbaseFaultMode | CoinbaseFault): void
   /** Delay answers on paths starting with `pathPrefix`; 0 removes it. */
   setLatency(pathPrefix: string, ms: number): void
@@ -193,8 +198,9 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
     return fault
   }
 
-  const handleControl = async (req: IncomingMessage, res: ServerResponse, path: string) => {
+  const handleControl = async (req: IncomingMessage, res: ServerResponse, path: string, query: URLSearchParams) => {
     if (path === "/__stats" && req.method === "GET") return sendJson(res, 200, stats())
+    if (path === "/__published" && req.method === "GET") return sendJson(res, 200, feed.published(query.get("product") ?? ""))
     if (path !== "/__control" || req.method !== "POST") return sendJson(res, 404, { message: "NotFound" })
     let body: Record<string, unknown>
     try {
@@ -272,7 +278,7 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://emulator.invalid")
     const task = url.pathname.startsWith("/__")
-      ? handleControl(req, res, url.pathname)
+      ? handleControl(req, res, url.pathname, url.searchParams)
       : handleApi(req, res, url.pathname, url.searchParams)
     task.catch((error: unknown) => {
       if (!res.headersSent) sendJson(res, 500, { message: String(error) })
@@ -293,6 +299,7 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
         setFeed: feed.setMode,
         setFeedRefuses: feed.setRefusedProducts,
         publishFeed: feed.publish,
+        feedPublished: feed.published,
         setFault,
         setLatency,
         setNow: (epochMs) => {

@@ -2,11 +2,12 @@
  * The Coinbase emulator's WebSocket feed (test/emulators/coinbase-feed.ts) as a client hears it, over Node's global
  * WebSocket client and, for the framing, a raw socket: the framing of RFC 6455, the subscribe deadline, subscriptions,
  * ticker messages at the emulator's clock agreeing with its REST ticker and stats, heartbeats, error messages and the
- * stats. Its bounds, limits and faults: coinbase-feed-limits.test.ts. Fast cadences (ticks every 100 ms).
+ * stats, and its record of what it published. Its bounds, limits and faults: coinbase-feed-limits.test.ts. Fast cadences (ticks every 100 ms).
  */
 import { createHash, randomBytes } from "node:crypto"
 import { connect as tcpConnect } from "node:net"
 import { describe, expect, it } from "vitest"
+import { startCoinbaseEmulator } from "../../emulators/coinbase.ts"
 import { coinbasePrice, DAY_MS } from "../../emulators/coinbase-data.ts"
 import { EMULATOR_NOW } from "../../support/rates.ts"
 import { AGENT, connect, DEADLINE_MS, emulator, HEARTBEAT_MS, sleep, subscribe, TICK_MS, until, useFeedEmulator } from "./coinbase-feed-support.ts"
@@ -242,5 +243,43 @@ describe("the Coinbase emulator's WebSocket feed", () => {
     expect(stats.feed.byProduct["ETH-EUR"].ticks).toBeGreaterThanOrEqual(3)
     emulator.resetStats()
     expect(emulator.stats().feed).toMatchObject({ connections: 2, subscribes: 0, ticks: 0, byProduct: { "BTC-USD": { ticks: 0, subscribers: 1 } } })
+  })
+
+  it("keeps what it published: each trade a subscriber read (not the dropped ones) and each heartbeat, also at /__published", async () => {
+    emulator.setNow(undefined)
+    const client = await connect()
+    client.send(subscribe(["BTC-USD"], ["ticker", "heartbeat"]))
+    await until(() => client.of("ticker", "BTC-USD").length >= 8 && client.of("heartbeat", "BTC-USD").length >= 2, 10_000)
+    emulator.setFeed("silent")
+    const published = emulator.feedPublished("BTC-USD")
+    // What was sent before the silence may still be on its way.
+    await until(() => client.of("heartbeat", "BTC-USD").length === published.heartbeats.length &&
+      client.of("ticker", "BTC-USD").filter((t) => t.trade_id !== undefined).length === published.trades.length, 5_000)
+    const trades = client.of("ticker", "BTC-USD").filter((t) => t.trade_id !== undefined)
+    expect(published.trades).toEqual(trades.map((t) => ({ tradeId: t.trade_id, price: Number(t.price), time: Date.parse(t.time) })))
+    expect(published.trades.some((t) => t.tradeId % 5 === 0), "dropped trades are not published").toBe(false)
+    expect(published.heartbeats).toEqual(client.of("heartbeat", "BTC-USD").map((h) => ({ lastTradeId: h.last_trade_id, time: Date.parse(h.time) })))
+    expect(await get("/__published?product=BTC-USD")).toEqual(published)
+    expect(emulator.feedPublished("ETH-USD")).toEqual({ trades: [], heartbeats: [] })
+    emulator.resetStats()
+    expect(emulator.feedPublished("BTC-USD")).toEqual({ trades: [], heartbeats: [] })
+  })
+
+  it("keeps the last recordPerProduct trades and heartbeats of a product, no more", async () => {
+    const bounded = await startCoinbaseEmulator({ now: EMULATOR_NOW, feed: { tickEveryMs: 10, heartbeatEveryMs: 10, recordPerProduct: 3 } })
+    try {
+      const client = await connect(bounded.wsUrl)
+      client.send(subscribe(["ETH-USD"], ["ticker", "heartbeat"]))
+      await until(() => bounded.stats().feed.ticks >= 10 && bounded.stats().feed.heartbeats >= 10, 10_000)
+      bounded.setFeed("silent")
+      const { trades, heartbeats } = bounded.feedPublished("ETH-USD")
+      expect([trades.length, heartbeats.length]).toEqual([3, 3])
+      // The newest: the last heartbeat names the last trade (none dropped after it, or one).
+      expect(heartbeats.at(-1)!.lastTradeId - trades.at(-1)!.tradeId).toBeLessThanOrEqual(1)
+      expect(trades.map((t) => t.tradeId)).toEqual([...trades.map((t) => t.tradeId)].sort((a, b) => a - b))
+      client.ws.close()
+    } finally {
+      await bounded.close()
+    }
   })
 })
