@@ -3,7 +3,6 @@
  * with the time it arrived; the Coinbase emulator's own ticks, read on a connection of the test's; and where a
  * stream's price stands in what the emulator's feed published (its own record, not a reader's).
  */
-import WebSocket from "ws"
 import type { PublishedRecord, PublishedTrade } from "../../emulators/coinbase-feed-ticks.ts"
 
 export interface StreamEvent {
@@ -59,30 +58,6 @@ export const openStream = async (url: string, headers: Record<string, string> = 
     return Date.now()
   })()
   return { status: response.status, headers: response.headers, events, comments: () => comments, retry: () => retry, ended, close: () => abort.abort() }
-}
-
-export interface Tick {
-  readonly product: string
-  readonly price: number
-  readonly time: number
-}
-
-/** The emulator's ticker messages for `products`, as it sends them to any subscriber. */
-export const readTicks = async (wsUrl: string, products: ReadonlyArray<string>) => {
-  const ticks: Array<Tick> = []
-  const socket = new WebSocket(wsUrl, { headers: { "user-agent": "prices-stream-test/1.0 (+https://example.test)" } })
-  await new Promise((resolve, reject) => {
-    socket.once("open", resolve)
-    socket.once("error", reject)
-  })
-  socket.send(JSON.stringify({ type: "subscribe", product_ids: products, channels: ["ticker"] }))
-  socket.on("message", (data) => {
-    const message = JSON.parse(String(data)) as { type: string; product_id: string; price: string; time?: string }
-    if (message.type === "ticker" && message.time !== undefined) {
-      ticks.push({ product: message.product_id, price: Number(message.price), time: Date.parse(message.time) })
-    }
-  })
-  return { ticks, close: () => socket.close() }
 }
 
 /** How the feed told a price: its trade (`at` the trade's time), or a heartbeat naming that trade (`at` the heartbeat's). */
