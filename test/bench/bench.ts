@@ -12,6 +12,7 @@
  *                                                      while its upstream answers after 2 s (p99 under 10 ms)
  *   npm run bench -- --month [--step-s 20]             month mode (monthMode.ts): a month of a landing page's traffic on
  *                                                      a simulated clock; CoinGecko credits spent per plan
+ *                                                      (--with-stream: each month also with a live price stream open)
  *   npm run bench -- --month-real [--minutes 10]       the same traffic on a real clock against `npm start` (monthRealMode.ts)
  *   npm run bench -- --way [--root DIR]                the files, cross-file hops and back and forth of one cold rates request (wayMode.ts)
  *   npm run bench -- --token [--root DIR] [--runs N]   POST /oauth/token: a secret client, a private_key_jwt client, and
