@@ -176,6 +176,7 @@ export const runStreamMode = async (opts: Options) => {
     const cpu0 = cpuMs(pid) ?? 0
     const readersCpu0 = readers.reduce((n, r) => n + (cpuMs(r.child.pid!) ?? 0), 0)
     const ownCpu0 = process.cpuUsage()
+    const calls0 = await upstream.totalCalls()
     const w0 = performance.now()
     await sleep(opts.duration * 1000)
     const reports = await Promise.all(readers.map((r) => r.ask({ type: "report" }, "report")))
@@ -183,10 +184,11 @@ export const runStreamMode = async (opts: Options) => {
     const cpu = ((cpuMs(pid) ?? 0) - cpu0) / 1000 / seconds
     const readersCpu = (readers.reduce((n, r) => n + (cpuMs(r.child.pid!) ?? 0), 0) - readersCpu0) / 1000 / seconds
     const own = process.cpuUsage(ownCpu0)
+    const upstreamCalls = (await upstream.totalCalls()) - calls0
     const rss = readMem(pid)!
     const peak = sampler.stop(reset)
     const now = merge(reports)
-    rows.push(levelRow(level, seconds, now, before, { cpu, readersCpu, emulatorsCpu: (own.user + own.system) / 1e6 / seconds, idle: idle.rssKiB, rss: rss.rssKiB, peak, load, openSeconds }))
+    rows.push(levelRow(level, seconds, now, before, { cpu, readersCpu, emulatorsCpu: (own.user + own.system) / 1e6 / seconds, idle: idle.rssKiB, rss: rss.rssKiB, peak, load, openSeconds, upstreamCalls }))
     process.stdout.write(` ${fmtInt(now.open)} held, ${fmtInt(now.events / seconds)} events/s, lag p99 ${now.lagMs.p99} ms\n`)
     held = level
     before = now
@@ -194,7 +196,7 @@ export const runStreamMode = async (opts: Options) => {
   await Promise.all(readers.map((r) => (r.child.send({ type: "close" } satisfies ReaderCommand), stopChild(r.child, 10_000))))
   const serviceExit = await stopChild(service.child, 15_000)
 
-  const header = ["streams asked", "held", "events/s (ideal)", "lag p50 / p99 / max ms", "service CPU", "RSS above idle MiB (end, peak)", "closed by service", "unserved", "readers CPU", "load"]
+  const header = ["streams asked", "held", "events/s (ideal)", "lag p50 / p99 / max ms", "service CPU", "RSS above idle MiB (end, peak)", "closed by service", "unserved", "CoinGecko calls", "readers CPU", "load"]
   const table = rows.map((r) => [
     fmtInt(r.asked),
     `${fmtInt(r.held)} (${round((100 * r.held) / r.asked, 1)} %)`,
@@ -204,6 +206,7 @@ export const runStreamMode = async (opts: Options) => {
     `${r.rssAboveIdleMiB} (${r.peakRssAboveIdleMiB})`,
     fmtInt(r.closedByService),
     r.unserved === 0 ? "0" : `${fmtInt(r.unserved)} ${JSON.stringify(r.refused)}`,
+    fmtInt(r.coinGeckoCalls),
     r.readersCpuCores.toFixed(2),
     r.loadAverage1m.toFixed(2)
   ])
@@ -212,6 +215,7 @@ export const runStreamMode = async (opts: Options) => {
   process.stdout.write(`\n${line(header)}${line(widths.map((w) => "-".repeat(w)))}${table.map(line).join("")}`)
   process.stdout.write(
     `events/s ideal = held × ${COINS} coins × ${TICKS_PER_SECOND} ticks a second; lag = reader's receipt − the event's at (the feed's tick time), whole ms; ` +
+      `CoinGecko calls: the emulator's, during the window (the majors are Coinbase's: none expected); ` +
       `CPU in cores over the ${opts.duration} s window; idle RSS ${mib(idle.rssKiB)} MiB (before any stream); load = 1-min load average at the window's start; ` +
       `service exit ${serviceExit}.\n`
   )
@@ -242,7 +246,7 @@ const levelRow = (
   seconds: number,
   now: Merged,
   before: Merged,
-  m: { cpu: number; readersCpu: number; emulatorsCpu: number; idle: number; rss: number; peak: number; load: number; openSeconds: number }
+  m: { cpu: number; readersCpu: number; emulatorsCpu: number; idle: number; rss: number; peak: number; load: number; openSeconds: number; upstreamCalls: number }
 ) => ({
   asked,
   held: now.open,
@@ -264,5 +268,6 @@ const levelRow = (
   closedByService: now.closedByService - before.closedByService,
   unserved: now.unserved - before.unserved,
   refused: Object.fromEntries(Object.entries(now.refused).map(([s, n]) => [s, n - (before.refused[s] ?? 0)]).filter(([, n]) => (n as number) > 0)),
+  coinGeckoCalls: m.upstreamCalls,
   loadAverage1m: m.load
 })
