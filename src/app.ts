@@ -15,10 +15,16 @@ import { BodyProblemsLive } from "./http/validation.ts"
 import { NewsletterHandlers } from "./newsletter/handlers.ts"
 import { OptionalBearerLive } from "./oauth/bearerMiddleware.ts"
 import { OAuthHandlers } from "./oauth/handlers.ts"
+import { EventStreams } from "./http/EventStreams.ts"
+import { pricesEventStreams } from "./prices/eventStream.ts"
+import { PricesHandlers } from "./prices/handlers.ts"
+import { PriceHub } from "./prices/PriceHub.ts"
+import { PriceSource } from "./prices/PriceSource.ts"
+import { RatesProvider } from "./rates/RatesProvider.ts"
 import { RatesHandlers, ratesCacheableReadyAnswer, ratesReadyAnswer } from "./rates/handlers.ts"
 
 const ApiRoutes = HttpApiBuilder.layer(Api).pipe(
-  Layer.provide([HealthHandlers, RatesHandlers, NewsletterHandlers, OAuthHandlers]),
+  Layer.provide([HealthHandlers, RatesHandlers, PricesHandlers, NewsletterHandlers, OAuthHandlers]),
   Layer.provide([BodyProblemsLive, OptionalBearerLive])
 )
 
@@ -26,3 +32,11 @@ export const AppRoutes = Layer.mergeAll(ApiRoutes, DocumentRoutes, ApiErrors)
 
 /** Answers the capabilities hold in memory, which the edge serves before the HttpApi. */
 export const AppReadyAnswers = Layer.effect(ReadyAnswers, Effect.all([healthReadyAnswer, ratesReadyAnswer, ratesCacheableReadyAnswer]))
+
+/** The event streams the capabilities answer, which the edge opens (the price stream, C10). */
+export const AppEventStreams = Layer.effect(EventStreams, pricesEventStreams)
+
+/** The process's one price hub, reading what the rates capability holds (its port answered here, where both are in reach). */
+export const AppPriceHub = PriceHub.layer.pipe(
+  Layer.provide(Layer.effect(PriceSource, Effect.map(Effect.service(RatesProvider), (rates) => PriceSource.of({ latest: rates.latestPrices }))))
+)

@@ -9,7 +9,7 @@ import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Effect, Layer, References } from "effect"
 import { HttpRouter } from "effect/http"
 import { Otlp } from "effect/observability"
-import { AppReadyAnswers, AppRoutes } from "./app.ts"
+import { AppEventStreams, AppPriceHub, AppReadyAnswers, AppRoutes } from "./app.ts"
 import { AppConfig } from "./config/AppConfig.ts"
 import { Health } from "./health/Health.ts"
 import { Edge } from "./http/edge.ts"
@@ -49,10 +49,11 @@ const serverOn = (listen: {
 }) => {
   // Shared by the handlers and the ready answers: one health start time, one memo of rates answers, one
   // tally of who asks which currency (the rates services provide the same layers: one instance each).
-  const shared = Layer.mergeAll(Health.layer, RatesAnswerMemo.layer, RatesDemand.layer)
+  // The price hub too: one per process, read by the edge (event streams) and the HttpApi's handler.
+  const shared = Layer.mergeAll(Health.layer, RatesAnswerMemo.layer, RatesDemand.layer, AppPriceHub)
   const server = Layer.unwrap(
     Effect.map(AppConfig, (config) => EdgeServer.layer({ port: listen.port ?? config.port, host: listen.host ?? config.host, limits: listen.limits }))
-  ).pipe(Layer.provide(Edge.layer), Layer.provide(AppReadyAnswers), Layer.provide(shared))
+  ).pipe(Layer.provide(Edge.layer), Layer.provide(Layer.mergeAll(AppReadyAnswers, AppEventStreams)), Layer.provide(shared))
   return Layer.mergeAll(HttpRouter.serve(AppRoutes, { disableLogger: true, disableListenLog: listen.quiet === true, routerConfig }), Metrics).pipe(
     Layer.provideMerge(server),
     Layer.provide(shared),

@@ -28,6 +28,8 @@ import {
   HealthResponse,
   JsonWebKeySet,
   OAuthErrorBody,
+  PriceStreamEvent,
+  PricesStreamQuery,
   type Scope,
   SubscribeRequest,
   SuccessResponse,
@@ -157,6 +159,28 @@ export class RatesGroup extends HttpApiGroup.make("rates", { topLevel: true })
   .annotate(OpenApi.Description, "Historical and latest prices of cryptocurrencies (CoinGecko, Coinbase as a second source).")
 {}
 
+export class PricesGroup extends HttpApiGroup.make("prices", { topLevel: true })
+  .add(
+    HttpApiEndpoint.get("streamPrices", "/api/v1/prices/stream", {
+      query: PricesStreamQuery,
+      success: HttpApiSchema.StreamSse({ events: PriceStreamEvent, contentType: "text/event-stream; charset=utf-8" }),
+      error: [NoValidSymbols, UpstreamError, ServiceUnavailable, ...EdgeProblems.limited]
+    })
+      .annotate(OpenApi.Summary, "Live prices pushed as Server-Sent Events")
+      .annotate(OpenApi.Description, "A `text/event-stream` (C10): first `retry:`, then `event: snapshot` with the prices held now, then " +
+        "`event: price` whenever a held price changes (Coinbase's feed ticks for the pairs it lists, CoinGecko's refreshes for the " +
+        "rest), at most 4 a second per symbol, the latest winning; every event has an `id`, increasing within a stream; a comment " +
+        "line after 15 s without an event. A reconnection (`Last-Event-ID`) gets a new snapshot. Refusals come before any stream: " +
+        "400, 429 beyond the open streams allowed per address, 503 beyond those of the process; opening counts once against the " +
+        "exchange-rates limit. HEAD answers the head only.")
+      .pipe(publicOperation({ scope: "rates:read", limit: "rates" }))
+  )
+  .middleware(BodyProblems)
+  .middleware(OptionalBearer)
+  .annotate(OpenApi.Title, "Live prices")
+  .annotate(OpenApi.Description, "Prices pushed as they change, from the service's one Coinbase feed and CoinGecko's refreshes.")
+{}
+
 export class NewsletterGroup extends HttpApiGroup.make("newsletter", { topLevel: true })
   .add(
     HttpApiEndpoint.post("subscribeToUpdates", "/api/subscribe", {
@@ -208,7 +232,7 @@ export class OAuthGroup extends HttpApiGroup.make("oauth", { topLevel: true })
 {}
 
 export class Api extends HttpApi.make("crypto-landing-api")
-  .add(HealthGroup, RatesGroup, NewsletterGroup, OAuthGroup)
+  .add(HealthGroup, RatesGroup, PricesGroup, NewsletterGroup, OAuthGroup)
   // A validation problem lists every failed member, not the first (C7), of a body or a query.
   .annotate(HttpApi.PayloadParseOptions, { errors: "all" })
   .annotate(HttpApi.QueryParseOptions, { errors: "all" })

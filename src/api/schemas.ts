@@ -77,6 +77,13 @@ export const ExchangeRatesQuery = {
   days: Schema.optionalKey(DaysCount)
 }
 
+
+/** The price stream's query (C10): `cryptos` and `currency` as the cacheable read's; other parameters ignored. */
+export const PricesStreamQuery = {
+  cryptos: ExchangeRatesQuery.cryptos,
+  currency: Schema.optionalKey(CurrencyCode)
+}
+
 const NullableNumber = Schema.NullOr(Schema.Finite)
 
 /** A source of prices or series: CoinGecko, or Coinbase Exchange (its live feed, its REST market data). */
@@ -347,3 +354,34 @@ export const JsonWebKeySet = Schema.Struct({
     }]
   }]
 })
+
+// ---- live prices (C10) ---------------------------------------------------------------------------
+
+const LivePriceExample = { symbol: "BTC", price: 99850.12, change24h: 1.42, at: "2025-01-15T12:00:00.123Z", source: "coinbase" } as const
+
+/** One held price as the stream sends it: `at` when it was observed (a feed tick's time for Coinbase). */
+export const LivePrice = Schema.Struct({
+  symbol: Schema.String,
+  price: Schema.Finite,
+  change24h: NullableNumber.annotate({ description: "Change over 24 hours in %, when the source gives it" }),
+  at: Schema.String.annotate({ format: "date-time", description: "When the price was observed" }),
+  source: SourceName
+}).annotate({ identifier: "LivePrice", examples: [LivePriceExample] })
+export type LivePrice = typeof LivePrice.Type
+
+/** The first event of a stream, and of every reconnection: what is held now; a symbol not yet held comes with its first price event. */
+export const PriceSnapshot = Schema.Struct({
+  currency: Schema.String,
+  prices: Schema.Array(LivePrice),
+  unknown: Schema.Array(Schema.String)
+}).annotate({ identifier: "PriceSnapshot", examples: [{ currency: "USD", prices: [LivePriceExample], unknown: ["FOO"] }] })
+export type PriceSnapshot = typeof PriceSnapshot.Type
+
+const eventId = Schema.optionalKey(Schema.String).annotate({ description: "Increasing within a stream" })
+
+/** The events of GET /api/v1/prices/stream (C10), as Server-Sent Events: `snapshot`, then `price` whenever a held price changes. */
+export const PriceStreamEvent = Schema.Union([
+  Schema.Struct({ id: eventId, event: Schema.Literal("snapshot"), data: Schema.fromJsonString(PriceSnapshot) }),
+  Schema.Struct({ id: eventId, event: Schema.Literal("price"), data: Schema.fromJsonString(LivePrice) })
+]).annotate({ identifier: "PriceStreamEvent", examples: [{ id: "42", event: "price", data: LivePriceExample }] })
+export type PriceStreamEvent = typeof PriceStreamEvent.Type

@@ -50,6 +50,8 @@ export interface AppConfigShape {
   readonly maxBodyBytes: number
   /** Open connections allowed per client address (IPv6 per /64; trusted proxies exempt); 0 = no cap. */
   readonly maxConnectionsPerAddress: number
+  /** Open price streams per client address (IPv6 per /64) and per process (C10). */
+  readonly liveStreams: { readonly perAddress: number; readonly max: number }
 }
 
 /** `false`, `true` (one hop), a hop count, or a comma list of CIDRs (a bare address is its own /32 or /128). */
@@ -136,6 +138,8 @@ export const readAppConfig: Effect.Effect<AppConfigShape, ConfigInvalid> = Effec
     otlpEndpoint: optional(httpUrl("OTEL_EXPORTER_OTLP_ENDPOINT")),
     serviceName: text("OTEL_SERVICE_NAME", "crypto-landing-api"),
     maxConnectionsPerAddress: int("MAX_CONNECTIONS_PER_ADDRESS", 256, 0),
+    liveStreamsPerAddress: int("LIVE_STREAMS_PER_ADDRESS", 100, 1),
+    liveStreamsMax: int("LIVE_STREAMS_MAX", 10_000, 1),
     upstreamUserAgent: optional(upstreamUserAgent)
   })
   const publicBaseUrl = c.publicBaseUrl ?? `http://localhost:${c.port}`
@@ -161,7 +165,8 @@ export const readAppConfig: Effect.Effect<AppConfigShape, ConfigInvalid> = Effec
     version,
     upstreamUserAgent: c.upstreamUserAgent ?? `crypto-landing-api/${version} (+${publicBaseUrl})`,
     maxBodyBytes: 16 * 1024,
-    maxConnectionsPerAddress: c.maxConnectionsPerAddress
+    maxConnectionsPerAddress: c.maxConnectionsPerAddress,
+    liveStreams: { perAddress: c.liveStreamsPerAddress, max: c.liveStreamsMax }
   }
 })
 

@@ -79,6 +79,8 @@ const make = (options: EdgeServerOptions) =>
     // so that keep-alive clients go elsewhere and the drain ends with the last in-flight request.
     const drain = Effect.callback<void>((resume) => {
       readiness.startDraining()
+      // Event streams never end on their own: ended now, their clients reconnect elsewhere (C10).
+      edge.endStreams()
       server.prependListener("request", (_req: IncomingMessage, res: ServerResponse) => res.setHeader("connection", "close"))
       // Requests accepted before kept their keep-alive: close their connections once they are idle.
       const sweep = setInterval(() => server.closeIdleConnections(), 100)

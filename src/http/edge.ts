@@ -29,6 +29,7 @@ import { type Exchange, setExchange } from "./exchange.ts"
 import { KnownTokens } from "./knownTokens.ts"
 import { type AppHandler, makeEdgeResponses } from "./edgeResponses.ts"
 import { type Decision, limitKey, rateLimitedResponse, rateLimitHeaders, RequestCounter } from "./rateLimit.ts"
+import { type EventStream, EventStreams } from "./EventStreams.ts"
 import { type ReadyAnswer, ReadyAnswers } from "./ReadyAnswers.ts"
 import { requestIdOf } from "./requestId.ts"
 import { makeRouteTable, type RouteMatch, type RouteOperation } from "./routeTable.ts"
@@ -89,6 +90,8 @@ const closeUnlessBodyRead = (app: AppHandler): AppHandler => (req, res) => {
 export class Edge extends Context.Service<Edge, {
   /** Answers the request, or hands it to `app` with the edge's headers set and the count made. */
   readonly handle: (req: IncomingMessage, res: ServerResponse, app: AppHandler) => void
+  /** Draining begins: every open event stream ends at once (C10). */
+  readonly endStreams: () => void
 }>()("app/Edge") {
   static readonly layer = Layer.effect(Edge, Effect.suspend(() => makeEdge))
 }
@@ -99,6 +102,8 @@ const makeEdge = Effect.gen(function*() {
   const counter = yield* RequestCounter
   const bearer = yield* BearerCheck
   const ready = new Map<string, ReadyAnswer>((yield* ReadyAnswers).map((answer) => [answer.operationId, answer]))
+  const eventStreams = yield* EventStreams
+  const streams = new Map<string, EventStream>(eventStreams.streams.map((stream) => [stream.operationId, stream]))
   const routes = makeRouteTable()
   const clientIpOf = makeClientIp(config.trustProxyRule)
   const knownTokens = new KnownTokens(config.tokenTtlSeconds)
@@ -111,7 +116,7 @@ const makeEdge = Effect.gen(function*() {
   const corsOrigin = (origin: string | undefined): string | undefined =>
     origin === undefined ? undefined : corsAll ? "*" : corsSet.has(origin) ? origin : undefined
 
-  const { defect, refuse, edgeHeaders, write, send, writeProblem, sendJson, toApp, problemContext } = makeEdgeResponses({
+  const { defect, refuse, edgeHeaders, write, send, writeProblem, sendJson, toApp, problemContext, startStream } = makeEdgeResponses({
     publicBaseUrl: config.publicBaseUrl,
     corsOrigin,
     corsAll,
@@ -148,6 +153,8 @@ const makeEdge = Effect.gen(function*() {
    * before 400); larger and chunked bodies are the HttpApi's.
    */
   const answer = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, operation: RouteOperation, app: AppHandler) => {
+    const stream = streams.get(operation.operationId)
+    if (stream !== undefined) return openStream(req, res, exchange, operation, stream, app)
     const readyAnswer = exchange.bearer === undefined ? ready.get(operation.operationId) : undefined
     const decode = req.headers.authorization === undefined ? operation.decodeBody : undefined
     if (req.method !== "POST") {
@@ -205,6 +212,32 @@ const makeEdge = Effect.gen(function*() {
     }
     // Put back when the edge does not answer: the HttpApi reads the body as if nobody had.
     readSmallBody(req, length, take, () => toApp(req, res, exchange, app))
+  }
+
+  /**
+   * Step 3 of an event stream (C10): a token's request too once its verdict is valid with the operation's scope
+   * (any other goes to the HttpApi for its 401 or 403); the query decoded here, the stream opened by its capability.
+   */
+  const openStream = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, operation: RouteOperation, stream: EventStream, app: AppHandler) => {
+    let clientId: string | undefined
+    if (req.headers.authorization !== undefined) {
+      const verdict = exchange.bearer
+      if (verdict === undefined || !("caller" in verdict) || (operation.scope !== undefined && !verdict.caller.scopes.includes(operation.scope))) {
+        return toApp(req, res, exchange, app)
+      }
+      clientId = verdict.caller.clientId
+    }
+    if (operation.decodeQuery === undefined) return toApp(req, res, exchange, app)
+    const decoded = operation.decodeQuery(req.url!)
+    if (Exit.isFailure(decoded)) {
+      const issue = Exit.findErrorOption(decoded)
+      if (issue._tag === "None") return toApp(req, res, exchange, app)
+      return writeProblem(req, res, exchange, "validation_failed", validationFailure(issue.value))
+    }
+    stream.open({ query: decoded.value, clientIp: exchange.clientIp, clientId }, {
+      refuse: (code, extra) => writeProblem(req, res, exchange, code, extra),
+      start: () => startStream(req, res, exchange)
+    })
   }
 
   /** Counts one request against `key`: on success sets the RateLimit fields and goes on, else answers 429. */
@@ -330,5 +363,5 @@ const makeEdge = Effect.gen(function*() {
     }
   }
 
-  return Edge.of({ handle })
+  return Edge.of({ handle, endStreams: eventStreams.endAll })
 })

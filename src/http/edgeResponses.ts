@@ -83,9 +83,8 @@ export const makeEdgeResponses = (options: {
     })
   }
 
-  /** Writes a response made here, with the edge's headers in the same `writeHead`, and observes it. */
-  const write = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, status: number, own: Array<string | number>, body?: string | Uint8Array) => {
-    // The response's own value of a header wins over the edge's (as writeHead over setHeader would).
+  /** The edge's headers and a response's own, whose value of a header wins (as writeHead over setHeader would). */
+  const headersWith = (exchange: Exchange, own: Array<string | number>) => {
     const edge = exchange.headers
     let headers: Array<string | number> = edge
     for (let i = 0; i < own.length; i += 2) {
@@ -95,9 +94,30 @@ export const makeEdgeResponses = (options: {
         break
       }
     }
-    res.writeHead(status, headers.concat(own) as Array<string>)
+    return headers.concat(own) as Array<string>
+  }
+
+  /** Writes a response made here, with the edge's headers in the same `writeHead`, and observes it. */
+  const write = (req: IncomingMessage, res: ServerResponse, exchange: Exchange, status: number, own: Array<string | number>, body?: string | Uint8Array) => {
+    res.writeHead(status, headersWith(exchange, own))
     res.end(body)
     observe(req, exchange, status)
+  }
+
+  /**
+   * The 200 head of an event stream (C10), never compressed nor buffered by a proxy; HEAD ends here. The stream is
+   * observed when it ends (499: the client left before its head was written). Undefined: nothing to stream.
+   */
+  const startStream = (req: IncomingMessage, res: ServerResponse, exchange: Exchange): ServerResponse | undefined => {
+    if (res.destroyed || res.writableEnded) {
+      observe(req, exchange, 499)
+      return undefined
+    }
+    const own = ["content-type", "text/event-stream; charset=utf-8", "cache-control", "no-cache, no-transform", "x-accel-buffering", "no"]
+    if (req.method === "HEAD") return void write(req, res, exchange, 200, own)
+    res.writeHead(200, headersWith(exchange, own))
+    res.once("close", () => observe(req, exchange, 200))
+    return res
   }
 
   /** A problem (or any Effect response with a byte body) made here. */
@@ -148,5 +168,5 @@ export const makeEdgeResponses = (options: {
     app(req, res)
   }
 
-  return { defect, refuse, edgeHeaders, write, send, writeProblem, sendJson, toApp, problemContext }
+  return { defect, refuse, edgeHeaders, write, send, writeProblem, sendJson, toApp, problemContext, startStream }
 }

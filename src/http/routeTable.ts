@@ -5,7 +5,8 @@
 import { Context, Schema, SchemaAST, SchemaParser } from "effect"
 import * as FindMyWay from "effect/http/FindMyWay"
 import { HttpApi, type HttpApiEndpoint, type HttpApiGroup } from "effect/http-api"
-import { Api, type OperationId, PublicOperation, RateLimitPolicy, type RateLimitPolicyName } from "../api/Api.ts"
+import { Api, type OperationId, PublicOperation, RateLimitPolicy, type RateLimitPolicyName, RequiredScope } from "../api/Api.ts"
+import type { Scope } from "../api/schemas.ts"
 import { OAuthErrorBody } from "../api/schemas.ts"
 import { type RequestMetrics, requestMetrics } from "../observability/metrics.ts"
 import { type BodyDecoding, makeBodyDecoder } from "./bodyDecoder.ts"
@@ -27,6 +28,8 @@ export interface RouteOperation {
   readonly operationId: OperationId
   /** Counted against this policy (C8); undefined: not limited (health, documents, OAuth). */
   readonly policy: RateLimitPolicyName | undefined
+  /** The scope a Bearer token needs (C6), if any. */
+  readonly scope: Scope | undefined
   /**
    * Decodes a JSON body as the HttpApi does (the same schema and parse options; bodyDecoder.ts);
    * undefined when the operation takes no JSON body.
@@ -116,6 +119,7 @@ export const routeTableOf = <Id extends string, Groups extends HttpApiGroup.Cons
       const operation: RouteOperation = {
         operationId: endpoint.identifier as OperationId,
         policy: Context.getOrUndefined(endpoint.annotations, RateLimitPolicy),
+        scope: Context.getOrUndefined(endpoint.annotations, RequiredScope),
         decodeBody: jsonBodyDecoder(endpoint, mergedAnnotations),
         decodeQuery: queryDecoder(endpoint, mergedAnnotations, searchParamsOf)
       }

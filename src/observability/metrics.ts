@@ -153,6 +153,21 @@ export const recordLivePairs = (live: number, followed: number, oldestAgeSeconds
   handle("live oldest", liveOldestAge, () => ({}))(oldestAgeSeconds)
 }
 
+const liveStreamsOpen = Metric.gauge("live_streams_open", {
+  description: "Price streams (server-sent events) open in this process"
+})
+const liveStreamEvents = Metric.counter("live_stream_events_total", {
+  description: "Price events written to price streams (one per stream written to)",
+  incremental: true
+})
+const liveStreamsLagging = Metric.counter("live_streams_closed_lagging_total", {
+  description: "Price streams closed because their reader did not keep up (unread bytes past the bound)",
+  incremental: true
+})
+export const recordLiveStreamsOpen = (open: number) => handle("live streams open", liveStreamsOpen, () => ({}))(open)
+export const recordLiveStreamEvents = (events: number) => handle("live stream events", liveStreamEvents, () => ({}))(events)
+export const recordLiveStreamLagging = () => handle("live streams lagging", liveStreamsLagging, () => ({}))(1)
+
 export const metricsText = () => PrometheusMetrics.formatUnsafe(Context.empty())
 
 /** A listener that answers GET /metrics on its own port (bind it to a private interface). */

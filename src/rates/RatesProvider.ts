@@ -1,7 +1,7 @@
 /** The rates capability as the HTTP layer sees it (CONTRACT C4). Live: historicalRates.ts (wired in layer.ts); `layerTest`: a fake. */
 import { Context, Data, Effect, Layer } from "effect"
 import type { ExchangeRatesResponse } from "../api/schemas.ts"
-import { testAnswer } from "./testRates.ts"
+import { TEST_AS_OF, testAnswer } from "./testRates.ts"
 
 export interface RatesQuery {
   /** Upper-cased, de-duplicated, in request order; already syntactically valid. */
@@ -45,6 +45,29 @@ export class UnsupportedCurrencyError extends Data.TaggedError("UnsupportedCurre
 }> {}
 export type RatesError = RatesUpstreamError | RatesUnavailableError | UnsupportedCurrencyError
 
+/** A price held now (C10): as the live source or the first source last gave it, `at` when it was observed (epoch ms). */
+export interface HeldPrice {
+  readonly price: number
+  readonly change24h: number | null
+  readonly at: number
+  readonly source: SourceName
+}
+
+export interface HeldPricesQuery {
+  /** Upper-cased, de-duplicated, in request order. */
+  readonly symbols: ReadonlyArray<string>
+  /** Lower-case fiat code. */
+  readonly currency: string
+  /** Noted once in the demand (RatesDemand) when given: a stream's opening, as a rate request (C10). */
+  readonly caller?: string | undefined
+}
+
+export interface HeldPrices {
+  /** Per symbol held now; a known symbol without a price held yet is absent. */
+  readonly prices: ReadonlyMap<string, HeldPrice>
+  readonly unknown: ReadonlyArray<string>
+}
+
 export class RatesProvider extends Context.Service<RatesProvider, {
   /** Unknown symbols go to `unknown` (no rates: the handler's 400). Parts may be frozen and shared: never mutate the result. */
   readonly historical: (query: RatesQuery) => Effect.Effect<RatesAnswer, RatesError>
@@ -53,6 +76,11 @@ export class RatesProvider extends Context.Service<RatesProvider, {
    * answer through an outage (stale-if-error, cacheControl.ts). Undefined: a day.
    */
   readonly lastGoodSeconds?: number | undefined
+  /**
+   * The latest prices held now (C10: the price stream reads them every round): live quotes first, then the first source's
+   * copies, which its refresh pacer renews; never the daily points. Fails only as `historical` does on its step 1.
+   */
+  readonly latestPrices: (query: HeldPricesQuery) => Effect.Effect<HeldPrices, RatesError>
 }>()("app/RatesProvider") {
   static readonly layerTest: Layer.Layer<RatesProvider> = Layer.succeed(RatesProvider)({
     historical: (query) =>
@@ -68,6 +96,15 @@ export class RatesProvider extends Context.Service<RatesProvider, {
           case "Answer":
             return Effect.succeed({ result: answer.result, freshUntil: Number.POSITIVE_INFINITY })
         }
+      }),
+    latestPrices: (query) =>
+      Effect.suspend((): Effect.Effect<HeldPrices, RatesError> => {
+        const answer = testAnswer({ ...query, days: 1 })
+        if (answer._tag === "UnknownCurrency") return Effect.fail(new UnsupportedCurrencyError({ currency: query.currency }))
+        if (answer._tag !== "Answer") return Effect.fail(new RatesUpstreamError({ reason: "test: upstream answered 500" }))
+        const at = Date.parse(TEST_AS_OF)
+        const prices = new Map(answer.result.rates.map((rate) => [rate.symbol, { price: rate.price, change24h: rate.change["24h"], at, source: rate.sources.price }] as const))
+        return Effect.succeed({ prices, unknown: answer.result.unknown })
       })
   })
 }

@@ -6,7 +6,7 @@ import { Clock, Effect, Layer } from "effect"
 import { assembleAnswer, coinIds, notServedFresh, RatesAnswerMemo, verdictOf, wantedCoins } from "./answer.ts"
 import { RatesDemand } from "./coingecko/latestPrices.ts"
 import { CoinDirectory, DailyPoints, LatestPrices, type LiveQuote, LiveQuotes, type PricesFound, type Served, SecondSource, type WantedCoin } from "./ports.ts"
-import { type RatesAnswer, type RatesError, RatesProvider, type RatesQuery } from "./RatesProvider.ts"
+import { type HeldPrice, type HeldPrices, type HeldPricesQuery, type RatesAnswer, type RatesError, RatesProvider, type RatesQuery } from "./RatesProvider.ts"
 import { Charge, spendingUntil } from "./upstream.ts"
 
 export interface HistoricalRatesOptions {
@@ -78,7 +78,35 @@ const makeHistoricalRates = (options: HistoricalRatesOptions) =>
         // No stack trace: capturing one costs an Error per request, and the span's name says where it is.
         Effect.withSpan("rates.historical", { attributes: { symbols: query.symbols.length, days: query.days } }, { captureStackTrace: false })
       )
-    return RatesProvider.of({ historical, lastGoodSeconds: options.lastGoodSeconds })
+    /** Steps 1 and 2 alone, for the price stream (C10): what is held now, within the request budget. */
+    const latestPricesHeld = (query: HeldPricesQuery): Effect.Effect<HeldPrices, RatesError> =>
+      Effect.gen(function*() {
+        const currency = query.currency.toLowerCase()
+        if (query.caller !== undefined) demand.note(query.caller, currency)
+        const startedAt = yield* Clock.currentTimeMillis
+        const until = (deadline: number) => spendingUntil(deadline, Charge.request(query.caller))
+        const resolved = yield* Effect.flatMap(directory.checkCurrency(currency), () => directory.resolve(query.symbols)).pipe(until(startedAt + budget / 3))
+        const { latest, quotes } = yield* latestPrices(wantedCoins(resolved), currency).pipe(until(startedAt + budget))
+        const held = new Map<string, HeldPrice>()
+        const unknown: Array<string> = []
+        for (const [symbol, coin] of resolved.coins) {
+          if (coin === null) {
+            unknown.push(symbol)
+            continue
+          }
+          const quote = quotes.get(coin.id)
+          if (quote !== undefined) {
+            held.set(symbol, { price: quote.value.price, change24h: quote.value.change24h, at: quote.storedAt, source: live.sourcing?.source ?? "coinbase" })
+            continue
+          }
+          const found = latest.latest.get(coin.id)
+          const value = found?.value
+          if (found === undefined || value === null || value === undefined || value.price === null) continue
+          held.set(symbol, { price: value.price, change24h: value.change24h, at: found.storedAt, source: prices.source })
+        }
+        return { prices: held, unknown }
+      }).pipe(Effect.catchTag("SourceError", (error) => Effect.fail(verdictOf(error))))
+    return RatesProvider.of({ historical, lastGoodSeconds: options.lastGoodSeconds, latestPrices: latestPricesHeld })
   })
 
 /** The use case over whatever serves its ports (layer.ts: the sources; tests: fakes). */

@@ -112,6 +112,7 @@ export const countingRatesProvider = (freshUntil: () => number, options: { reado
     Effect.map(Effect.all([RatesProvider, RatesAnswerMemo, RatesDemand]), ([inner, memo, demand]) => {
       held.demand = demand
       return RatesProvider.of({
+        latestPrices: inner.latestPrices,
         historical: (query) =>
           Effect.suspend(() => {
             calls.historical++

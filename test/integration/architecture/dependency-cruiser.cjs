@@ -23,13 +23,13 @@ const layers = [
   // Cross-cutting HTTP: edge, server, limits, documents; capabilities only through its ports (ReadyAnswers, BearerCheck).
   ["http", "^src/http/"],
   // The capabilities, side by side: none imports another.
-  ["capabilities", "^src/(health|rates|oauth|newsletter)/"],
+  ["capabilities", "^src/(health|rates|prices|oauth|newsletter)/"],
   // Composition and entrypoints (app, server, main, cluster, redis, checkConfiguration, client, cli): anything below.
   ["top", "^src/(cli/|client/|(?!startup[.]ts$)[^/]+[.]ts$)"]
 ]
 
 const any = (patterns) => `(${patterns.join("|")})`
-const capability = "^src/(health|rates|oauth|newsletter)/"
+const capability = "^src/(health|rates|prices|oauth|newsletter)/"
 
 /** For each layer but the top one: nothing from the layers above it. */
 const upward = layers.slice(0, -1).map(([name, path], i) => ({

@@ -102,6 +102,7 @@ const spannedRates = () => {
     RatesProvider,
     Effect.map(RatesProvider, (inner) =>
       RatesProvider.of({
+        latestPrices: inner.latestPrices,
         historical: (query) =>
           query.symbols.includes("DEFECT")
             ? Effect.die(new Error("test: a bug in the rates use case"))
