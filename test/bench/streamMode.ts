@@ -2,10 +2,11 @@
  * `npm run bench -- --stream [--streams 1000,5000,10000] [--duration 20] [--warmup 5] [--readers 4]` (issue 41):
  * live price streams held by the service. The service as `npm start` runs it (servers.ts, pinned on
  * --server-cpus), over the CoinGecko emulator and the Coinbase emulator, whose feed ticks every followed pair
- * twice a second (`tickEveryMs` 500, no trade dropped), with LIVE_STREAMS_MAX and LIVE_STREAMS_PER_ADDRESS
- * raised to the largest level. Reader processes (streamReader.ts, on --load-cpus, each from its own
- * 127.0.0.x address) open `GET /api/v1/prices/stream?cryptos=BTC,ETH,SOL` up to each level in turn (1,000, then
- * 4,000 more, ...: the streams of a level stay open into the next), and after a warm-up count for --duration
+ * twice a second (`tickEveryMs` 500, no trade dropped), with LIVE_STREAMS_MAX raised above the largest level
+ * and the per-address limits as shipped (LIVE_STREAMS_PER_ADDRESS 100, MAX_CONNECTIONS_PER_ADDRESS 256). Reader
+ * processes (streamReader.ts, on --load-cpus), 100 streams from each of their local addresses (127.N.x.y), open
+ * `GET /api/v1/prices/stream?cryptos=BTC,ETH,SOL` up to each level in turn (1,000, then 4,000 more, ...: the
+ * streams of a level stay open into the next), and after a warm-up count for --duration
  * seconds: streams held (open at the end / asked), price events a second received (and the ideal: held × 3
  * coins × 2 ticks a second), the lag from tick to reader (receipt less the event's `at`, the tick's time),
  * the service's CPU (/proc/PID/stat over the window, in cores) and RSS above its idle RSS before any stream
@@ -31,11 +32,14 @@ const PATH = "/api/v1/prices/stream?cryptos=BTC,ETH,SOL"
 const COINS = 3
 const TICKS_PER_SECOND = 2
 const PAIRS = ["BTC-USD", "ETH-USD", "SOL-USD"]
+/** Streams opened from one local address: the service's shipped LIVE_STREAMS_PER_ADDRESS (and under MAX_CONNECTIONS_PER_ADDRESS). */
+const PER_ADDRESS = 100
 const GOAL = { streams: 10_000, lagP99Ms: 500, rssAboveIdleMB: 200 }
 
 interface Reader {
   readonly child: ChildProcess
-  readonly localAddress: string
+  /** Its local addresses: 127.N.x.y. */
+  readonly addressBase: string
   readonly ask: <T extends ReaderReply["type"]>(command: ReaderCommand, answer: T) => Promise<Extract<ReaderReply, { type: T }>>
 }
 
@@ -56,7 +60,7 @@ const startReader = (index: number, cpus: string | undefined): Reader => {
       waiting.push({ type: answer, done: done as (reply: ReaderReply) => void })
       child.send(command)
     })
-  return { child, localAddress: `127.0.0.${11 + index}`, ask }
+  return { child, addressBase: `127.${20 + index}`, ask }
 }
 
 /** The service's first stream, read by hand: its head, and a first price event from Coinbase (the feed is live). */
@@ -104,7 +108,8 @@ const merge = (reports: ReadonlyArray<ReaderReport>) => {
       for (const [status, n] of Object.entries(r.refused)) all[status] = (all[status] ?? 0) + n
       return all
     }, {}),
-    idsOutOfOrder: sum((r) => r.idsOutOfOrder)
+    idsOutOfOrder: sum((r) => r.idsOutOfOrder),
+    readerLoopDelayMs: { p99: Math.max(0, ...reports.map((r) => r.loopDelayMs.p99)), max: Math.max(0, ...reports.map((r) => r.loopDelayMs.max)) }
   }
 }
 
@@ -131,7 +136,7 @@ export const runStreamMode = async (opts: Options) => {
     upstreamUrl: upstream.url,
     logPath: join(tmp, "service-stdout.log"),
     profDir: undefined,
-    env: { RATES_FALLBACK: "coinbase", COINBASE_BASE_URL: coinbase.url, COINBASE_WS_URL: coinbase.wsUrl, LIVE_STREAMS_MAX: String(most), LIVE_STREAMS_PER_ADDRESS: String(most) }
+    env: { RATES_FALLBACK: "coinbase", COINBASE_BASE_URL: coinbase.url, COINBASE_WS_URL: coinbase.wsUrl, LIVE_STREAMS_MAX: String(most + 100), LIVE_STREAMS_PER_ADDRESS: String(PER_ADDRESS) }
   })
   const pid = service.child.pid!
   const initialLoad = loadAverage()
@@ -166,7 +171,7 @@ export const runStreamMode = async (opts: Options) => {
     const t0 = performance.now()
     await Promise.all(readers.map((r, i) => {
       const count = Math.floor(more / readers.length) + (i < more % readers.length ? 1 : 0)
-      return r.ask({ type: "open", count, host: HOST, port: service.port, path: PATH, localAddress: r.localAddress, concurrency: 32 }, "opened")
+      return r.ask({ type: "open", count, host: HOST, port: service.port, path: PATH, addressBase: r.addressBase, perAddress: PER_ADDRESS, concurrency: 32 }, "opened")
     }))
     const openSeconds = round((performance.now() - t0) / 1000, 1)
     process.stdout.write(` in ${openSeconds} s; warm-up ${opts.warmup} s...`)
@@ -196,7 +201,7 @@ export const runStreamMode = async (opts: Options) => {
   await Promise.all(readers.map((r) => (r.child.send({ type: "close" } satisfies ReaderCommand), stopChild(r.child, 10_000))))
   const serviceExit = await stopChild(service.child, 15_000)
 
-  const header = ["streams asked", "held", "events/s (ideal)", "lag p50 / p99 / max ms", "service CPU", "RSS above idle MiB (end, peak)", "closed by service", "unserved", "CoinGecko calls", "readers CPU", "load"]
+  const header = ["streams asked", "held", "events/s (ideal)", "lag p50 / p99 / max ms", "service CPU", "RSS above idle MiB (end, peak)", "closed by service", "unserved", "CoinGecko calls", "readers CPU (loop delay p99, max ms)", "load"]
   const table = rows.map((r) => [
     fmtInt(r.asked),
     `${fmtInt(r.held)} (${round((100 * r.held) / r.asked, 1)} %)`,
@@ -207,14 +212,14 @@ export const runStreamMode = async (opts: Options) => {
     fmtInt(r.closedByService),
     r.unserved === 0 ? "0" : `${fmtInt(r.unserved)} ${JSON.stringify(r.refused)}`,
     fmtInt(r.coinGeckoCalls),
-    r.readersCpuCores.toFixed(2),
+    `${r.readersCpuCores.toFixed(2)} (${r.readerLoopDelayMs.p99}, ${r.readerLoopDelayMs.max})`,
     r.loadAverage1m.toFixed(2)
   ])
   const widths = header.map((h, c) => Math.max(h.length, ...table.map((r) => r[c]!.length)))
   const line = (cells: ReadonlyArray<string>) => `| ${cells.map((cell, c) => cell.padEnd(widths[c]!)).join(" | ")} |\n`
   process.stdout.write(`\n${line(header)}${line(widths.map((w) => "-".repeat(w)))}${table.map(line).join("")}`)
   process.stdout.write(
-    `events/s ideal = held × ${COINS} coins × ${TICKS_PER_SECOND} ticks a second; lag = reader's receipt − the event's at (the feed's tick time), whole ms; ` +
+    `events/s ideal = held × ${COINS} coins × ${TICKS_PER_SECOND} ticks a second; lag = reader's receipt − the event's at (the feed's tick time), whole ms; readers' loop delay: the worst reader's (a late reader adds to the lag it measures); ` +
       `CoinGecko calls: the emulator's, during the window (the majors are Coinbase's: none expected); ` +
       `CPU in cores over the ${opts.duration} s window; idle RSS ${mib(idle.rssKiB)} MiB (before any stream); load = 1-min load average at the window's start; ` +
       `service exit ${serviceExit}.\n`
@@ -259,6 +264,7 @@ const levelRow = (
   snapshots: now.snapshots,
   heartbeats: now.comments,
   idsOutOfOrder: now.idsOutOfOrder - before.idsOutOfOrder,
+  readerLoopDelayMs: now.readerLoopDelayMs,
   serviceCpuCores: round(m.cpu, 3),
   readersCpuCores: round(m.readersCpu, 3),
   emulatorsCpuCores: round(m.emulatorsCpu, 3),

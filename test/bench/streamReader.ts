@@ -3,7 +3,8 @@
  * `node:net` sockets (a request written by hand, the response's head, chunked framing and SSE text scanned as
  * bytes: no HTTP client objects, no string per event), and counts what arrives. Started with an IPC channel;
  * the parent says (`ReaderCommand`) and it answers (`ReaderReply`):
- *   open   → open `count` more streams from `localAddress` (at most `concurrency` being opened at once);
+ *   open   → open `count` more streams (at most `concurrency` being opened at once), `perAddress` from each
+ *            local address `addressBase`.x.y in turn (the service's per-address limits stay as shipped);
  *            answers `opened` once each has its 200 head, a refusal or an error
  *   mark   → the measured window starts: window counts set to zero; answers `marked`
  *   report → answers `report`: streams open now, price events and lags (receipt − the event's `at`, ms) since
@@ -12,9 +13,10 @@
  * Lags are kept as a histogram of whole milliseconds (the parent adds the readers' and takes percentiles).
  */
 import { connect, type Socket } from "node:net"
+import { monitorEventLoopDelay } from "node:perf_hooks"
 
 export type ReaderCommand =
-  | { readonly type: "open"; readonly count: number; readonly host: string; readonly port: number; readonly path: string; readonly localAddress: string; readonly concurrency: number }
+  | { readonly type: "open"; readonly count: number; readonly host: string; readonly port: number; readonly path: string; readonly addressBase: string; readonly perAddress: number; readonly concurrency: number }
   | { readonly type: "mark" }
   | { readonly type: "report" }
   | { readonly type: "close" }
@@ -34,6 +36,8 @@ export interface ReaderReport {
   readonly failed: number
   /** Event ids that did not increase within a stream (since the start). */
   readonly idsOutOfOrder: number
+  /** This reader's event-loop delay since the mark (p99, max; ms): a late reader adds to the lags it measures. */
+  readonly loopDelayMs: { readonly p99: number; readonly max: number }
 }
 
 export type ReaderReply =
@@ -166,9 +170,9 @@ export class SseScanner {
 }
 
 /** Opens one stream; resolves once it is settled (its 200 head, a refusal, an error). */
-const openStream = (tally: Tally, sockets: Set<Socket>, c: Extract<ReaderCommand, { type: "open" }>) =>
+const openStream = (tally: Tally, sockets: Set<Socket>, c: Extract<ReaderCommand, { type: "open" }>, localAddress: string) =>
   new Promise<void>((settled) => {
-    const socket = connect({ host: c.host, port: c.port, localAddress: c.localAddress })
+    const socket = connect({ host: c.host, port: c.port, localAddress })
     socket.setNoDelay(true)
     let head: Buffer | undefined = Buffer.alloc(0)
     let scanner: SseScanner | undefined
@@ -220,6 +224,9 @@ const openStream = (tally: Tally, sockets: Set<Socket>, c: Extract<ReaderCommand
 const run = () => {
   const tally = new Tally()
   const sockets = new Set<Socket>()
+  let opened = 0
+  const loopDelay = monitorEventLoopDelay({ resolution: 10 })
+  loopDelay.enable()
   const reply = (message: ReaderReply) => process.send!(message)
   process.on("message", async (command: ReaderCommand) => {
     if (command.type === "open") {
@@ -227,13 +234,15 @@ const run = () => {
       const worker = async () => {
         while (next < command.count) {
           next++
-          await openStream(tally, sockets, command)
+          const a = Math.floor(opened++ / command.perAddress)
+          await openStream(tally, sockets, command, `${command.addressBase}.${a >> 8}.${(a & 255) + 1}`)
         }
       }
       await Promise.all(Array.from({ length: Math.min(command.concurrency, command.count) }, worker))
       reply({ type: "opened", open: sockets.size, refused: tally.refused, failed: tally.failed })
     } else if (command.type === "mark") {
       tally.mark()
+      loopDelay.reset()
       reply({ type: "marked" })
     } else if (command.type === "report") {
       reply({
@@ -247,7 +256,8 @@ const run = () => {
         closedByService: tally.closedByService,
         refused: tally.refused,
         failed: tally.failed,
-        idsOutOfOrder: tally.idsOutOfOrder
+        idsOutOfOrder: tally.idsOutOfOrder,
+        loopDelayMs: { p99: Math.round(loopDelay.percentile(99) / 1e6), max: Math.round(loopDelay.max / 1e6) }
       })
     } else {
       closingAll = true
