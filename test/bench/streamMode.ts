@@ -24,7 +24,7 @@ import type { Options } from "./options.ts"
 import { cleanups, pinned, stopChild, track } from "./processes.ts"
 import { startService } from "./servers.ts"
 import type { ReaderCommand, ReaderReply, ReaderReport } from "./streamReader.ts"
-import { cpuMs, loadAverage, readMem, resetPeak, RssSampler } from "./system.ts"
+import { cpuMs, loadAverage, readMem, resetPeak, RssSampler, runQueueWaitMs } from "./system.ts"
 import { startUpstream } from "./upstream.ts"
 import { startCoinbaseEmulator } from "../emulators/coinbase.ts"
 
@@ -179,51 +179,62 @@ export const runStreamMode = async (opts: Options) => {
     const load = loadAverage()
     await Promise.all(readers.map((r) => r.ask({ type: "mark" }, "marked")))
     const cpu0 = cpuMs(pid) ?? 0
+    const wait0 = runQueueWaitMs(pid) ?? 0
     const readersCpu0 = readers.reduce((n, r) => n + (cpuMs(r.child.pid!) ?? 0), 0)
     const ownCpu0 = process.cpuUsage()
     const calls0 = await upstream.totalCalls()
+    const ticks0 = ticksMade(coinbase)
+    const readersWait0 = readers.map((r) => runQueueWaitMs(r.child.pid!) ?? 0)
     const w0 = performance.now()
     await sleep(opts.duration * 1000)
     const reports = await Promise.all(readers.map((r) => r.ask({ type: "report" }, "report")))
     const seconds = (performance.now() - w0) / 1000
     const cpu = ((cpuMs(pid) ?? 0) - cpu0) / 1000 / seconds
+    const waited = ((runQueueWaitMs(pid) ?? 0) - wait0) / 1000 / seconds
     const readersCpu = (readers.reduce((n, r) => n + (cpuMs(r.child.pid!) ?? 0), 0) - readersCpu0) / 1000 / seconds
     const own = process.cpuUsage(ownCpu0)
     const upstreamCalls = (await upstream.totalCalls()) - calls0
+    const ticks = ticksMade(coinbase) - ticks0
+    const readersWaited = Math.max(...readers.map((r, i) => (runQueueWaitMs(r.child.pid!) ?? 0) - readersWait0[i]!)) / 1000 / seconds
     const rss = readMem(pid)!
     const peak = sampler.stop(reset)
     const now = merge(reports)
-    rows.push(levelRow(level, seconds, now, before, { cpu, readersCpu, emulatorsCpu: (own.user + own.system) / 1e6 / seconds, idle: idle.rssKiB, rss: rss.rssKiB, peak, load, openSeconds, upstreamCalls }))
+    rows.push(levelRow(level, seconds, now, before, { cpu, readersCpu, emulatorsCpu: (own.user + own.system) / 1e6 / seconds, idle: idle.rssKiB, rss: rss.rssKiB, peak, load, openSeconds, upstreamCalls, waited, ticks, readersWaited }))
     process.stdout.write(` ${fmtInt(now.open)} held, ${fmtInt(now.events / seconds)} events/s, lag p99 ${now.lagMs.p99} ms\n`)
     held = level
     before = now
   }
   await Promise.all(readers.map((r) => (r.child.send({ type: "close" } satisfies ReaderCommand), stopChild(r.child, 10_000))))
+  // What the service gives back once its streams are gone.
+  await sleep(5_000)
+  const afterClose = readMem(pid)!
   const serviceExit = await stopChild(service.child, 15_000)
 
-  const header = ["streams asked", "held", "events/s (ideal)", "lag p50 / p99 / max ms", "service CPU", "RSS above idle MiB (end, peak)", "closed by service", "unserved", "CoinGecko calls", "readers CPU (loop delay p99, max ms)", "load"]
+  const header = ["streams asked", "held", "events/s (ideal)", "lag p50 / p99 / max ms", "service CPU (waited)", "RSS above idle MiB (end, peak)", "closed by service", "unserved", "CoinGecko calls", "readers CPU (waited; loop delay p99, max ms)", "load"]
   const table = rows.map((r) => [
     fmtInt(r.asked),
     `${fmtInt(r.held)} (${round((100 * r.held) / r.asked, 1)} %)`,
     `${fmtInt(r.eventsPerSecond)} (${fmtInt(r.idealPerSecond)})`,
     `${r.lagMs.p50} / ${r.lagMs.p99} / ${r.lagMs.max}`,
-    r.serviceCpuCores.toFixed(2),
+    `${r.serviceCpuCores.toFixed(2)} (${r.serviceRunQueueWait.toFixed(2)})`,
     `${r.rssAboveIdleMiB} (${r.peakRssAboveIdleMiB})`,
     fmtInt(r.closedByService),
     r.unserved === 0 ? "0" : `${fmtInt(r.unserved)} ${JSON.stringify(r.refused)}`,
     fmtInt(r.coinGeckoCalls),
-    `${r.readersCpuCores.toFixed(2)} (${r.readerLoopDelayMs.p99}, ${r.readerLoopDelayMs.max})`,
+    `${r.readersCpuCores.toFixed(2)} (${r.readersRunQueueWait.toFixed(2)}; ${r.readerLoopDelayMs.p99}, ${r.readerLoopDelayMs.max})`,
     r.loadAverage1m.toFixed(2)
   ])
   const widths = header.map((h, c) => Math.max(h.length, ...table.map((r) => r[c]!.length)))
   const line = (cells: ReadonlyArray<string>) => `| ${cells.map((cell, c) => cell.padEnd(widths[c]!)).join(" | ")} |\n`
   process.stdout.write(`\n${line(header)}${line(widths.map((w) => "-".repeat(w)))}${table.map(line).join("")}`)
   process.stdout.write(
-    `events/s ideal = held × ${COINS} coins × ${TICKS_PER_SECOND} ticks a second; lag = reader's receipt − the event's at (the feed's tick time), whole ms; readers' loop delay: the worst reader's (a late reader adds to the lag it measures); ` +
+    `events/s ideal = held × the trades the feed made of the ${COINS} pairs a second (${COINS} × ${TICKS_PER_SECOND} when on time); lag = reader's receipt − the event's at (the feed's tick time), whole ms; readers' waited and loop delay: the worst reader's (a late reader adds to the lag it measures); ` +
       `CoinGecko calls: the emulator's, during the window (the majors are Coinbase's: none expected); ` +
-      `CPU in cores over the ${opts.duration} s window; idle RSS ${mib(idle.rssKiB)} MiB (before any stream); load = 1-min load average at the window's start; ` +
+      `CPU in cores over the ${opts.duration} s window, (waited): the share of it the service's main thread was ` +
+      `ready to run but waiting for a CPU taken by other work (/proc/PID/schedstat); idle RSS ${mib(idle.rssKiB)} MiB (before any stream); load = 1-min load average at the window's start; ` +
       `service exit ${serviceExit}.\n`
   )
+  process.stdout.write(`RSS above idle 5 s after every stream closed: ${mib(afterClose.rssKiB - idle.rssKiB)} MiB\n`)
   const top = rows.find((r) => r.asked === GOAL.streams)
   if (top === undefined) process.stdout.write(`goal (${fmtInt(GOAL.streams)} held, lag p99 ≤ ${GOAL.lagP99Ms} ms, RSS ≤ ${GOAL.rssAboveIdleMB} MB above idle): not measured (no ${fmtInt(GOAL.streams)} level)\n`)
   else {
@@ -235,7 +246,7 @@ export const runStreamMode = async (opts: Options) => {
     ] as const
     process.stdout.write(`goal: ${checks.map(([text, ok]) => `${text} ${ok ? "ok" : "MISSED"}`).join("; ")} → ${checks.every(([, ok]) => ok) ? "met" : "NOT met"}\n`)
   }
-  const json = `${JSON.stringify({ startedAt: started.toISOString(), node: process.version, path: PATH, readers: opts.readers, warmupSec: opts.warmup, durationSec: opts.duration, idleRssMiB: mib(idle.rssKiB), initialLoad, levels: rows }, null, 2)}\n`
+  const json = `${JSON.stringify({ startedAt: started.toISOString(), node: process.version, path: PATH, readers: opts.readers, warmupSec: opts.warmup, durationSec: opts.duration, idleRssMiB: mib(idle.rssKiB), rssAboveIdleAfterCloseMiB: mib(afterClose.rssKiB - idle.rssKiB), initialLoad, levels: rows }, null, 2)}\n`
   mkdirSync(opts.out, { recursive: true })
   const file = join(opts.out, `stream-${stamp}.json`)
   writeFileSync(file, json)
@@ -245,13 +256,20 @@ export const runStreamMode = async (opts: Options) => {
 
 type Merged = ReturnType<typeof merge>
 
+/** Trades made of the three pairs: ticker messages sent over the connections subscribed to each. */
+const ticksMade = (coinbase: Awaited<ReturnType<typeof startCoinbaseEmulator>>) =>
+  PAIRS.reduce((n, id) => {
+    const p = coinbase.stats().feed.byProduct[id]
+    return n + (p === undefined || p.subscribers === 0 ? 0 : p.ticks / p.subscribers)
+  }, 0)
+
 /** A level's figures: the window's counts, and the since-the-start counts less those of the level before. */
 const levelRow = (
   asked: number,
   seconds: number,
   now: Merged,
   before: Merged,
-  m: { cpu: number; readersCpu: number; emulatorsCpu: number; idle: number; rss: number; peak: number; load: number; openSeconds: number; upstreamCalls: number }
+  m: { cpu: number; readersCpu: number; emulatorsCpu: number; idle: number; rss: number; peak: number; load: number; openSeconds: number; upstreamCalls: number; waited: number; ticks: number; readersWaited: number }
 ) => ({
   asked,
   held: now.open,
@@ -259,13 +277,17 @@ const levelRow = (
   windowSeconds: round(seconds, 2),
   events: now.events,
   eventsPerSecond: round(now.events / seconds, 1),
-  idealPerSecond: now.open * COINS * TICKS_PER_SECOND,
+  /** Trades the feed made of the three pairs in the window (a late emulator makes fewer than 2 a second each). */
+  ticksPerSecond: round(m.ticks / seconds, 2),
+  idealPerSecond: Math.round((now.open * m.ticks) / seconds),
   lagMs: now.lagMs,
   snapshots: now.snapshots,
   heartbeats: now.comments,
   idsOutOfOrder: now.idsOutOfOrder - before.idsOutOfOrder,
   readerLoopDelayMs: now.readerLoopDelayMs,
+  readersRunQueueWait: round(m.readersWaited, 3),
   serviceCpuCores: round(m.cpu, 3),
+  serviceRunQueueWait: round(m.waited, 3),
   readersCpuCores: round(m.readersCpu, 3),
   emulatorsCpuCores: round(m.emulatorsCpu, 3),
   rssMiB: mib(m.rss),
