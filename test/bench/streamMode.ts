@@ -21,7 +21,7 @@ import { tmpdir } from "node:os"
 import { join, relative } from "node:path"
 import { fail, fmtInt, HOST, mib, NODE, ROOT, round, sleep } from "./common.ts"
 import type { Options } from "./options.ts"
-import { cleanups, pinned, stopChild, track } from "./processes.ts"
+import { cleanups, freePort, pinned, stopChild, track } from "./processes.ts"
 import { startService } from "./servers.ts"
 import type { ReaderCommand, ReaderReply, ReaderReport } from "./streamReader.ts"
 import { cpuMs, loadAverage, readMem, resetPeak, RssSampler, runQueueWaitMs } from "./system.ts"
@@ -83,6 +83,13 @@ const probe = (port: number, timeoutMs = 30_000) =>
     req.end()
   })
 
+/** The hub's own counts (src/observability/metrics.ts), from the service's metrics listener. */
+const hubCounts = async (metricsPort: number) => {
+  const text = await (await fetch(`http://${HOST}:${metricsPort}/metrics`)).text()
+  const value = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, "m").exec(text)?.[1] ?? 0)
+  return { open: value("live_streams_open"), events: value("live_stream_events_total"), lagging: value("live_streams_closed_lagging_total") }
+}
+
 /** Value at quantile q of a histogram of [ms, count] pairs. */
 const quantile = (lags: ReadonlyArray<readonly [number, number]>, total: number, q: number) => {
   let seen = 0
@@ -130,13 +137,14 @@ export const runStreamMode = async (opts: Options) => {
   cleanups.push(() => void upstream.close())
   const coinbase = await startCoinbaseEmulator({ host: HOST, feed: { tickEveryMs: 1_000 / TICKS_PER_SECOND, dropEvery: 0 } })
   cleanups.push(() => void coinbase.close())
+  const metricsPort = await freePort()
   const service = await startService({
     serverCpus: opts.serverCpus,
     dataDir: join(tmp, "data"),
     upstreamUrl: upstream.url,
     logPath: join(tmp, "service-stdout.log"),
     profDir: undefined,
-    env: { RATES_FALLBACK: "coinbase", COINBASE_BASE_URL: coinbase.url, COINBASE_WS_URL: coinbase.wsUrl, LIVE_STREAMS_MAX: String(most + 100), LIVE_STREAMS_PER_ADDRESS: String(PER_ADDRESS) }
+    env: { RATES_FALLBACK: "coinbase", COINBASE_BASE_URL: coinbase.url, COINBASE_WS_URL: coinbase.wsUrl, LIVE_STREAMS_MAX: String(most + 100), LIVE_STREAMS_PER_ADDRESS: String(PER_ADDRESS), METRICS_PORT: String(metricsPort) }
   })
   const pid = service.child.pid!
   const initialLoad = loadAverage()
@@ -184,6 +192,7 @@ export const runStreamMode = async (opts: Options) => {
     const ownCpu0 = process.cpuUsage()
     const calls0 = await upstream.totalCalls()
     const ticks0 = ticksMade(coinbase)
+    const hub0 = await hubCounts(metricsPort)
     const readersWait0 = readers.map((r) => runQueueWaitMs(r.child.pid!) ?? 0)
     const w0 = performance.now()
     await sleep(opts.duration * 1000)
@@ -195,11 +204,12 @@ export const runStreamMode = async (opts: Options) => {
     const own = process.cpuUsage(ownCpu0)
     const upstreamCalls = (await upstream.totalCalls()) - calls0
     const ticks = ticksMade(coinbase) - ticks0
+    const hub1 = await hubCounts(metricsPort)
     const readersWaited = Math.max(...readers.map((r, i) => (runQueueWaitMs(r.child.pid!) ?? 0) - readersWait0[i]!)) / 1000 / seconds
     const rss = readMem(pid)!
     const peak = sampler.stop(reset)
     const now = merge(reports)
-    rows.push(levelRow(level, seconds, now, before, { cpu, readersCpu, emulatorsCpu: (own.user + own.system) / 1e6 / seconds, idle: idle.rssKiB, rss: rss.rssKiB, peak, load, openSeconds, upstreamCalls, waited, ticks, readersWaited }))
+    rows.push(levelRow(level, seconds, now, before, { cpu, readersCpu, emulatorsCpu: (own.user + own.system) / 1e6 / seconds, idle: idle.rssKiB, rss: rss.rssKiB, peak, load, openSeconds, upstreamCalls, waited, ticks, readersWaited, hub: { open: hub1.open, events: hub1.events - hub0.events, lagging: hub1.lagging } }))
     process.stdout.write(` ${fmtInt(now.open)} held, ${fmtInt(now.events / seconds)} events/s, lag p99 ${now.lagMs.p99} ms\n`)
     held = level
     before = now
@@ -208,6 +218,7 @@ export const runStreamMode = async (opts: Options) => {
   // What the service gives back once its streams are gone.
   await sleep(5_000)
   const afterClose = readMem(pid)!
+  const hubAfterClose = await hubCounts(metricsPort)
   const serviceExit = await stopChild(service.child, 15_000)
 
   const header = ["streams asked", "held", "events/s (ideal)", "lag p50 / p99 / max ms", "service CPU (waited)", "RSS above idle MiB (end, peak)", "closed by service", "unserved", "CoinGecko calls", "readers CPU (waited; loop delay p99, max ms)", "load"]
@@ -234,7 +245,10 @@ export const runStreamMode = async (opts: Options) => {
       `ready to run but waiting for a CPU taken by other work (/proc/PID/schedstat); idle RSS ${mib(idle.rssKiB)} MiB (before any stream); load = 1-min load average at the window's start; ` +
       `service exit ${serviceExit}.\n`
   )
-  process.stdout.write(`RSS above idle 5 s after every stream closed: ${mib(afterClose.rssKiB - idle.rssKiB)} MiB\n`)
+  process.stdout.write(
+    `the service's own counts (metrics): ${rows.map((r) => `${fmtInt(r.asked)}: ${fmtInt(r.hub.open)} open, ${fmtInt(r.hub.eventsPerSecond)} events written/s, ${r.hub.closedLagging} closed for lagging`).join("; ")}; ` +
+      `5 s after every stream closed: ${hubAfterClose.open} open, RSS ${mib(afterClose.rssKiB - idle.rssKiB)} MiB above idle\n`
+  )
   const top = rows.find((r) => r.asked === GOAL.streams)
   if (top === undefined) process.stdout.write(`goal (${fmtInt(GOAL.streams)} held, lag p99 ≤ ${GOAL.lagP99Ms} ms, RSS ≤ ${GOAL.rssAboveIdleMB} MB above idle): not measured (no ${fmtInt(GOAL.streams)} level)\n`)
   else {
@@ -246,7 +260,7 @@ export const runStreamMode = async (opts: Options) => {
     ] as const
     process.stdout.write(`goal: ${checks.map(([text, ok]) => `${text} ${ok ? "ok" : "MISSED"}`).join("; ")} → ${checks.every(([, ok]) => ok) ? "met" : "NOT met"}\n`)
   }
-  const json = `${JSON.stringify({ startedAt: started.toISOString(), node: process.version, path: PATH, readers: opts.readers, warmupSec: opts.warmup, durationSec: opts.duration, idleRssMiB: mib(idle.rssKiB), rssAboveIdleAfterCloseMiB: mib(afterClose.rssKiB - idle.rssKiB), initialLoad, levels: rows }, null, 2)}\n`
+  const json = `${JSON.stringify({ startedAt: started.toISOString(), node: process.version, path: PATH, readers: opts.readers, warmupSec: opts.warmup, durationSec: opts.duration, idleRssMiB: mib(idle.rssKiB), rssAboveIdleAfterCloseMiB: mib(afterClose.rssKiB - idle.rssKiB), openAfterClose: hubAfterClose.open, initialLoad, levels: rows }, null, 2)}\n`
   mkdirSync(opts.out, { recursive: true })
   const file = join(opts.out, `stream-${stamp}.json`)
   writeFileSync(file, json)
@@ -269,7 +283,9 @@ const levelRow = (
   seconds: number,
   now: Merged,
   before: Merged,
-  m: { cpu: number; readersCpu: number; emulatorsCpu: number; idle: number; rss: number; peak: number; load: number; openSeconds: number; upstreamCalls: number; waited: number; ticks: number; readersWaited: number }
+  m: { cpu: number; readersCpu: number; emulatorsCpu: number; idle: number; rss: number; peak: number; load: number; openSeconds: number; upstreamCalls: number; waited: number; ticks: number; readersWaited: number
+    hub: { open: number; events: number; lagging: number }
+  }
 ) => ({
   asked,
   held: now.open,
@@ -297,5 +313,7 @@ const levelRow = (
   unserved: now.unserved - before.unserved,
   refused: Object.fromEntries(Object.entries(now.refused).map(([s, n]) => [s, n - (before.refused[s] ?? 0)]).filter(([, n]) => (n as number) > 0)),
   coinGeckoCalls: m.upstreamCalls,
+  /** The service's own count: streams open at the window's end, events written a second, streams closed for lagging since its start. */
+  hub: { open: m.hub.open, eventsPerSecond: round(m.hub.events / seconds, 1), closedLagging: m.hub.lagging },
   loadAverage1m: m.load
 })
