@@ -22,6 +22,7 @@ import { join, relative } from "node:path"
 import { fail, fmtInt, HOST, mib, NODE, ROOT, round, sleep } from "./common.ts"
 import type { Options } from "./options.ts"
 import { cleanups, freePort, pinned, stopChild, track } from "./processes.ts"
+import { printStreamTable, type StreamLevel } from "./report.ts"
 import { startService } from "./servers.ts"
 import type { ReaderCommand, ReaderReply, ReaderReport } from "./streamReader.ts"
 import { cpuMs, loadAverage, readMem, resetPeak, RssSampler, runQueueWaitMs } from "./system.ts"
@@ -168,7 +169,7 @@ export const runStreamMode = async (opts: Options) => {
   cleanups.push(() => {
     for (const r of readers) r.child.kill("SIGKILL")
   })
-  const rows: Array<ReturnType<typeof levelRow>> = []
+  const rows: Array<StreamLevel> = []
   let held = 0
   let before = merge([])
   for (const level of levels) {
@@ -221,45 +222,15 @@ export const runStreamMode = async (opts: Options) => {
   const hubAfterClose = await hubCounts(metricsPort)
   const serviceExit = await stopChild(service.child, 15_000)
 
-  const header = ["streams asked", "held", "events/s (ideal)", "lag p50 / p99 / max ms", "service CPU (waited)", "RSS above idle MiB (end, peak)", "closed by service", "unserved", "CoinGecko calls", "readers CPU (waited; loop delay p99, max ms)", "load"]
-  const table = rows.map((r) => [
-    fmtInt(r.asked),
-    `${fmtInt(r.held)} (${round((100 * r.held) / r.asked, 1)} %)`,
-    `${fmtInt(r.eventsPerSecond)} (${fmtInt(r.idealPerSecond)})`,
-    `${r.lagMs.p50} / ${r.lagMs.p99} / ${r.lagMs.max}`,
-    `${r.serviceCpuCores.toFixed(2)} (${r.serviceRunQueueWait.toFixed(2)})`,
-    `${r.rssAboveIdleMiB} (${r.peakRssAboveIdleMiB})`,
-    fmtInt(r.closedByService),
-    r.unserved === 0 ? "0" : `${fmtInt(r.unserved)} ${JSON.stringify(r.refused)}`,
-    fmtInt(r.coinGeckoCalls),
-    `${r.readersCpuCores.toFixed(2)} (${r.readersRunQueueWait.toFixed(2)}; ${r.readerLoopDelayMs.p99}, ${r.readerLoopDelayMs.max})`,
-    r.loadAverage1m.toFixed(2)
-  ])
-  const widths = header.map((h, c) => Math.max(h.length, ...table.map((r) => r[c]!.length)))
-  const line = (cells: ReadonlyArray<string>) => `| ${cells.map((cell, c) => cell.padEnd(widths[c]!)).join(" | ")} |\n`
-  process.stdout.write(`\n${line(header)}${line(widths.map((w) => "-".repeat(w)))}${table.map(line).join("")}`)
-  process.stdout.write(
-    `events/s ideal = held × the trades the feed made of the ${COINS} pairs a second (${COINS} × ${TICKS_PER_SECOND} when on time); lag = reader's receipt − the event's at (the feed's tick time), whole ms; readers' waited and loop delay: the worst reader's (a late reader adds to the lag it measures); ` +
-      `CoinGecko calls: the emulator's, during the window (the majors are Coinbase's: none expected); ` +
-      `CPU in cores over the ${opts.duration} s window, (waited): the share of it the service's main thread was ` +
-      `ready to run but waiting for a CPU taken by other work (/proc/PID/schedstat); idle RSS ${mib(idle.rssKiB)} MiB (before any stream); load = 1-min load average at the window's start; ` +
-      `service exit ${serviceExit}.\n`
-  )
-  process.stdout.write(
-    `the service's own counts (metrics): ${rows.map((r) => `${fmtInt(r.asked)}: ${fmtInt(r.hub.open)} open, ${fmtInt(r.hub.eventsPerSecond)} events written/s, ${r.hub.closedLagging} closed for lagging`).join("; ")}; ` +
-      `5 s after every stream closed: ${hubAfterClose.open} open, RSS ${mib(afterClose.rssKiB - idle.rssKiB)} MiB above idle\n`
-  )
-  const top = rows.find((r) => r.asked === GOAL.streams)
-  if (top === undefined) process.stdout.write(`goal (${fmtInt(GOAL.streams)} held, lag p99 ≤ ${GOAL.lagP99Ms} ms, RSS ≤ ${GOAL.rssAboveIdleMB} MB above idle): not measured (no ${fmtInt(GOAL.streams)} level)\n`)
-  else {
-    const rssMB = round((top.peakRssAboveIdleMiB * 1_048_576) / 1e6, 1)
-    const checks = [
-      [`${fmtInt(top.held)} of ${fmtInt(GOAL.streams)} held`, top.held === GOAL.streams],
-      [`lag p99 ${top.lagMs.p99} ms ≤ ${GOAL.lagP99Ms}`, top.lagMs.p99 <= GOAL.lagP99Ms],
-      [`peak RSS ${rssMB} MB above idle ≤ ${GOAL.rssAboveIdleMB}`, rssMB <= GOAL.rssAboveIdleMB]
-    ] as const
-    process.stdout.write(`goal: ${checks.map(([text, ok]) => `${text} ${ok ? "ok" : "MISSED"}`).join("; ")} → ${checks.every(([, ok]) => ok) ? "met" : "NOT met"}\n`)
-  }
+  printStreamTable(rows, {
+    notes: `events/s ideal = held × the trades the feed made of the ${COINS} pairs a second (${COINS} × ${TICKS_PER_SECOND} when on time); lag = reader's receipt − the event's at ` +
+      `(the feed's tick time), whole ms; CPU in cores over the ${opts.duration} s window, (waited): the share of it the service's main thread was ready to run ` +
+      `but waiting for a CPU taken by other work (/proc/PID/schedstat); readers' waited and loop delay: the worst reader's (a late reader adds to the lag it ` +
+      `measures); CoinGecko calls: the emulator's, during the window (the majors are Coinbase's: none expected); idle RSS ${mib(idle.rssKiB)} MiB (before any ` +
+      `stream); load = 1-min load average at the window's start; service exit ${serviceExit}.`,
+    afterClose: { open: hubAfterClose.open, rssAboveIdleMiB: mib(afterClose.rssKiB - idle.rssKiB) },
+    goal: GOAL
+  })
   const json = `${JSON.stringify({ startedAt: started.toISOString(), node: process.version, path: PATH, readers: opts.readers, warmupSec: opts.warmup, durationSec: opts.duration, idleRssMiB: mib(idle.rssKiB), rssAboveIdleAfterCloseMiB: mib(afterClose.rssKiB - idle.rssKiB), openAfterClose: hubAfterClose.open, initialLoad, levels: rows }, null, 2)}\n`
   mkdirSync(opts.out, { recursive: true })
   const file = join(opts.out, `stream-${stamp}.json`)
@@ -286,14 +257,13 @@ const levelRow = (
   m: { cpu: number; readersCpu: number; emulatorsCpu: number; idle: number; rss: number; peak: number; load: number; openSeconds: number; upstreamCalls: number; waited: number; ticks: number; readersWaited: number
     hub: { open: number; events: number; lagging: number }
   }
-) => ({
+): StreamLevel => ({
   asked,
   held: now.open,
   openSeconds: m.openSeconds,
   windowSeconds: round(seconds, 2),
   events: now.events,
   eventsPerSecond: round(now.events / seconds, 1),
-  /** Trades the feed made of the three pairs in the window (a late emulator makes fewer than 2 a second each). */
   ticksPerSecond: round(m.ticks / seconds, 2),
   idealPerSecond: Math.round((now.open * m.ticks) / seconds),
   lagMs: now.lagMs,
@@ -313,7 +283,6 @@ const levelRow = (
   unserved: now.unserved - before.unserved,
   refused: Object.fromEntries(Object.entries(now.refused).map(([s, n]) => [s, n - (before.refused[s] ?? 0)]).filter(([, n]) => (n as number) > 0)),
   coinGeckoCalls: m.upstreamCalls,
-  /** The service's own count: streams open at the window's end, events written a second, streams closed for lagging since its start. */
   hub: { open: m.hub.open, eventsPerSecond: round(m.hub.events / seconds, 1), closedLagging: m.hub.lagging },
   loadAverage1m: m.load
 })
