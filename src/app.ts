@@ -18,7 +18,7 @@ import { OAuthHandlers } from "./oauth/handlers.ts"
 import { EventStreams } from "./http/EventStreams.ts"
 import { pricesEventStreams } from "./prices/eventStream.ts"
 import { PricesHandlers } from "./prices/handlers.ts"
-import { PriceHub } from "./prices/PriceHub.ts"
+import { PriceHub, type PriceHubTiming } from "./prices/PriceHub.ts"
 import { PriceSource } from "./prices/PriceSource.ts"
 import { RatesProvider } from "./rates/RatesProvider.ts"
 import { RatesHandlers, ratesCacheableReadyAnswer, ratesReadyAnswer } from "./rates/handlers.ts"
@@ -36,7 +36,11 @@ export const AppReadyAnswers = Layer.effect(ReadyAnswers, Effect.all([healthRead
 /** The event streams the capabilities answer, which the edge opens (the price stream, C10). */
 export const AppEventStreams = Layer.effect(EventStreams, pricesEventStreams)
 
-/** The process's one price hub, reading what the rates capability holds (its port answered here, where both are in reach). */
-export const AppPriceHub = PriceHub.layer.pipe(
-  Layer.provide(Layer.effect(PriceSource, Effect.map(Effect.service(RatesProvider), (rates) => PriceSource.of({ latest: rates.latestPrices }))))
-)
+/**
+ * The process's one price hub, reading what the rates capability holds (its port answered here, where both are in reach);
+ * its production rounds and bounds unless a test gives smaller ones.
+ */
+export const appPriceHub = (timing: PriceHubTiming = {}) =>
+  PriceHub.layerWith(timing).pipe(
+    Layer.provide(Layer.effect(PriceSource, Effect.map(Effect.service(RatesProvider), (rates) => PriceSource.of({ latest: rates.latestPrices }))))
+  )

@@ -14,11 +14,11 @@
  * Shipped compiled (`npm run pack:client`, see src/client/build.ts): this file and src/api/ only, so it
  * must import nothing but `effect` (no `node:` modules, no server code) and run in a browser as on Node 20.
  */
-import { Effect, Redacted, Schema } from "effect"
+import { Effect, Redacted, Schema, Stream } from "effect"
 import { HttpClient, HttpClientRequest, HttpClientResponse } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
 import { Api } from "./api/Api.ts"
-import { JwtBearerAssertionType, OAuthErrorCode, type TokenRequest, type TokenResponse } from "./api/schemas.ts"
+import { JwtBearerAssertionType, OAuthErrorCode, type PriceStreamEvent, type TokenRequest, type TokenResponse } from "./api/schemas.ts"
 
 export { Api } from "./api/Api.ts"
 export * from "./api/problems.ts"
@@ -94,6 +94,14 @@ export interface RequestTokenInput {
 
 /** The client derived from the HttpApi; `requestToken` sends the client credentials and fails with `OAuthError`. */
 export type ApiClient = Omit<DerivedClient, "requestToken"> & {
+  /**
+   * GET /api/v1/prices/stream (C10) as an async iterable of its typed events (`snapshot`, then `price`): refusals fail
+   * the Effect as the contract's problems, before any event; end the iteration (`break`) to close the stream.
+   */
+  readonly priceEvents: (query: Parameters<DerivedClient["streamPrices"]>[0]["query"]) => Effect.Effect<
+    AsyncIterable<typeof PriceStreamEvent.Type>,
+    DerivedClient["streamPrices"] extends (...args: ReadonlyArray<any>) => Effect.Effect<infer _A, infer E, infer _R> ? E : never
+  >
   readonly requestToken: (
     request: RequestTokenInput
   ) => Effect.Effect<typeof TokenResponse.Type, Exclude<DerivedTokenError, OAuthErrorBody> | OAuthError | ClientAssertionError>
@@ -242,5 +250,7 @@ export const makeApiClient = (options: ApiClientOptions): Effect.Effect<ApiClien
             )
           )
       ) as ReturnType<ApiClient["requestToken"]>
-    return { ...client, requestToken }
+    const priceEvents: ApiClient["priceEvents"] = (query) =>
+      Effect.map(client.streamPrices({ query }), (events) => Stream.toAsyncIterable(events as Stream.Stream<typeof PriceStreamEvent.Type, unknown>))
+    return { ...client, requestToken, priceEvents }
   })

@@ -9,7 +9,7 @@ import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Effect, Layer, References } from "effect"
 import { HttpRouter } from "effect/http"
 import { Otlp } from "effect/observability"
-import { AppEventStreams, AppPriceHub, AppReadyAnswers, AppRoutes } from "./app.ts"
+import { AppEventStreams, appPriceHub, AppReadyAnswers, AppRoutes } from "./app.ts"
 import { AppConfig } from "./config/AppConfig.ts"
 import { Health } from "./health/Health.ts"
 import { Edge } from "./http/edge.ts"
@@ -17,6 +17,7 @@ import { Readiness } from "./lifecycle/Readiness.ts"
 import { EdgeServer, type HttpLimits } from "./http/EdgeServer.ts"
 import { routerConfig } from "./http/routeTable.ts"
 import { MetricsServer } from "./observability/metrics.ts"
+import type { PriceHubTiming } from "./prices/PriceHub.ts"
 import { RatesAnswerMemo } from "./rates/answer.ts"
 import { RatesDemand } from "./rates/coingecko/latestPrices.ts"
 import { type AppServiceLayers, appServices, liveServices } from "./services.ts"
@@ -46,11 +47,12 @@ const serverOn = (listen: {
   readonly host?: string | undefined
   readonly quiet?: boolean | undefined
   readonly limits?: Partial<HttpLimits> | undefined
+  readonly priceHub?: PriceHubTiming | undefined
 }) => {
   // Shared by the handlers and the ready answers: one health start time, one memo of rates answers, one
   // tally of who asks which currency (the rates services provide the same layers: one instance each).
   // The price hub too: one per process, read by the edge (event streams) and the HttpApi's handler.
-  const shared = Layer.mergeAll(Health.layer, RatesAnswerMemo.layer, RatesDemand.layer, AppPriceHub)
+  const shared = Layer.mergeAll(Health.layer, RatesAnswerMemo.layer, RatesDemand.layer, appPriceHub(listen.priceHub))
   const server = Layer.unwrap(
     Effect.map(AppConfig, (config) => EdgeServer.layer({ port: listen.port ?? config.port, host: listen.host ?? config.host, limits: listen.limits }))
   ).pipe(Layer.provide(Edge.layer), Layer.provide(Layer.mergeAll(AppReadyAnswers, AppEventStreams)), Layer.provide(shared))
@@ -74,6 +76,8 @@ export interface ServerOptions {
   readonly quiet?: boolean | undefined
   /** Request deadlines; C8's by default (tests shorten them). */
   readonly limits?: Partial<HttpLimits> | undefined
+  /** The price hub's rounds and bounds; production's by default (tests shorten them). */
+  readonly priceHub?: PriceHubTiming | undefined
 }
 
 /** The whole server: services first (keys, registries, upstream clients), then the listening socket. */

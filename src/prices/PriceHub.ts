@@ -14,9 +14,12 @@ const HEARTBEAT_MS = 15_000
 /** Unread bytes past which a stream is closed for lagging: some seconds of a busy stream's events. */
 const MAX_BUFFERED_BYTES = 64 * 1024
 
+/** What a test may shorten (production: the constants above). */
+export type PriceHubTiming = Partial<Pick<HubOptions, "roundMs" | "heartbeatMs" | "maxBufferedBytes">>
+
 export class PriceHub extends Context.Service<PriceHub, Hub>()("app/prices/PriceHub") {
   /** With the rounds and bounds given (tests: small intervals). */
-  static readonly layerWith = (timing: Partial<Pick<HubOptions, "roundMs" | "heartbeatMs" | "maxBufferedBytes">>) =>
+  static readonly layerWith = (timing: PriceHubTiming) =>
     Layer.effect(
       PriceHub,
       Effect.gen(function*() {

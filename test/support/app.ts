@@ -3,6 +3,7 @@
  * patched): the services of src/services.ts, each replaced by a test's stand-in (`testServices`), any
  * of which a test replaces again in one line, e.g. `startTestApp({ rates: RatesProvider.layerTest })`.
  */
+import type { PriceHubTiming } from "../../src/prices/PriceHub.ts"
 import { Layer } from "effect"
 import { AppConfig } from "../../src/config/AppConfig.ts"
 import type { Env } from "./config.ts"
@@ -68,10 +69,12 @@ export const startTestApp = async (options: Partial<Omit<AppServiceLayers, "conf
   readonly env?: Env
   /** Request deadlines of the server (default: C8's). */
   readonly limits?: Partial<HttpLimits>
+  /** The price hub's rounds and bounds (default: production's). */
+  readonly priceHub?: PriceHubTiming
 } = {}): Promise<TestApp> => {
   const logs: Array<AccessLogEntry> = []
-  const { env, limits, ...services } = options
-  const server = await serve({ ...testServices(env), accessLog: AccessLog.capture(logs), ...services }, limits)
+  const { env, limits, priceHub, ...services } = options
+  const server = await serve({ ...testServices(env), accessLog: AccessLog.capture(logs), ...services }, limits, priceHub)
   return { ...server, logs }
 }
 

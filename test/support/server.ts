@@ -6,6 +6,7 @@
 import { Context, Effect, Exit, Layer, Scope } from "effect"
 import { HttpServer } from "effect/http"
 import type { HttpLimits } from "../../src/http/EdgeServer.ts"
+import type { PriceHubTiming } from "../../src/prices/PriceHub.ts"
 import { ServerLive } from "../../src/server.ts"
 import type { AppServiceLayers } from "../../src/services.ts"
 
@@ -14,9 +15,9 @@ export interface TestServer {
   readonly close: () => Promise<void>
 }
 
-export const serve = async (services: AppServiceLayers, limits?: Partial<HttpLimits>): Promise<TestServer> => {
+export const serve = async (services: AppServiceLayers, limits?: Partial<HttpLimits>, priceHub?: PriceHubTiming): Promise<TestServer> => {
   const scope = await Effect.runPromise(Scope.make())
-  const server = ServerLive({ services, port: 0, host: "127.0.0.1", quiet: true, limits })
+  const server = ServerLive({ services, port: 0, host: "127.0.0.1", quiet: true, limits, priceHub })
   const context = await Effect.runPromise(Layer.buildWithScope(server, scope))
   const address = Context.get(context, HttpServer.HttpServer).address
   const url = address._tag === "UnixPathAddress" ? "http://unix" : `http://127.0.0.1:${address.port}`

@@ -5,8 +5,8 @@
  * addresses (X-Forwarded-For, TRUST_PROXY=true), and what each answer says of its BTC, ETH and SOL prices.
  */
 import { expect } from "vitest"
-import { type CoinbaseEmulator, startCoinbaseEmulator } from "../../emulators/coinbase.ts"
-import { type CoinGeckoEmulator, startCoinGeckoEmulator } from "../../emulators/coingecko.ts"
+import { type CoinbaseEmulator, type CoinbaseEmulatorOptions, startCoinbaseEmulator } from "../../emulators/coinbase.ts"
+import { type CoinGeckoEmulator, type EmulatorOptions, startCoinGeckoEmulator } from "../../emulators/coingecko.ts"
 import { startRedisOnFreePort } from "../../support/redis.ts"
 import { LANDING_PAGE } from "../../support/simulatedMonth.ts"
 import { freePort, type ServiceProcess, spawnService, tempDataDir } from "../../support/spawn.ts"
@@ -59,9 +59,13 @@ export const startLiveRig = async (options: {
   readonly metrics?: boolean
   /** Server processes per instance (WEB_CONCURRENCY; needs `redis`); 1 by default. */
   readonly workers?: number
+  /** The emulators' options (the feed's cadence, a frozen clock …), and more variables for every instance. */
+  readonly coinbase?: CoinbaseEmulatorOptions
+  readonly coingecko?: EmulatorOptions
+  readonly env?: Readonly<Record<string, string>>
 }): Promise<LiveRig> => {
-  const coingecko = await startCoinGeckoEmulator({ host: "127.0.0.1" })
-  const coinbase = await startCoinbaseEmulator({ host: "127.0.0.1" })
+  const coingecko = await startCoinGeckoEmulator({ host: "127.0.0.1", ...options.coingecko })
+  const coinbase = await startCoinbaseEmulator({ host: "127.0.0.1", ...options.coinbase })
   const started = options.redis ? await startRedisOnFreePort() : undefined
   const redisPort = started?.port
   const redis = started?.child
@@ -85,7 +89,8 @@ export const startLiveRig = async (options: {
         RATE_LIMIT_RATES_PER_MIN: "1000000",
         ...(redisPort === undefined ? {} : { REDIS_URL: `redis://127.0.0.1:${redisPort}` }),
         ...(options.workers === undefined ? {} : { WEB_CONCURRENCY: String(options.workers) }),
-        ...(options.metrics === true ? { METRICS_PORT: String(metricsPorts[i]) } : {})
+        ...(options.metrics === true ? { METRICS_PORT: String(metricsPorts[i]) } : {}),
+        ...options.env
       }, 30_000))
     }
   } catch (error) {

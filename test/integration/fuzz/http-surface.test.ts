@@ -43,8 +43,11 @@ const happyRequest = (path: string, method: string): { headers: Array<[string, s
   return { headers: [] }
 }
 
-/** The query a GET needs to be answered 200 (GET /api/v1/rates: its `cryptos`), if any. */
-const happyQuery = (path: string): string | undefined => (path === "/api/v1/rates" ? "cryptos=BTC" : undefined)
+/**
+ * The query a GET needs to be answered 200 (GET /api/v1/rates and the price stream: their `cryptos`), if any. The
+ * stream's 200 never ends: the fuzz clients take its head as the answer (support/fuzz/http.ts).
+ */
+const happyQuery = (path: string): string | undefined => (path === "/api/v1/rates" || path === "/api/v1/prices/stream" ? "cryptos=BTC" : undefined)
 
 /**
  * `target` with the happy query of `path` added: after the target's own query (the router's: from the first `?` or
@@ -102,7 +105,7 @@ describe("methods", () => {
         const checked = await target.exchange({ method: "OPTIONS", path, headers })
         const context = `OPTIONS ${path} origin=${origin} method=${requested}`
         expectNoViolations(checked, context)
-        const isPublic = ["/api/health", "/api/v1/exchange-rates", "/api/v1/rates", "/api/subscribe"].includes(path)
+        const isPublic = ["/api/health", "/api/v1/exchange-rates", "/api/v1/rates", "/api/v1/prices/stream", "/api/subscribe"].includes(path)
         const preflight = isPublic && origin !== null && requested !== null && methods.includes(requested)
         expect(checked.response.status, context).toBe(preflight ? 204 : 405)
       }),

@@ -78,6 +78,11 @@ export const send = (baseUrl: string, req: RawRequest): Promise<RawResponse> => 
       headers: flat as unknown as Record<string, string>,
       timeout: req.timeoutMs ?? 15_000
     }, (res) => {
+      // An event stream (the price stream, C10) never ends: its head is the answer, and the connection is closed.
+      if (isEventStream(res.headers["content-type"])) {
+        resolve(collect(res.statusCode ?? 0, res.rawHeaders, Buffer.alloc(0), started))
+        return void res.destroy()
+      }
       const chunks: Array<Buffer> = []
       res.on("data", (c: Buffer) => chunks.push(c))
       res.on("end", () => resolve(collect(res.statusCode ?? 0, res.rawHeaders, Buffer.concat(chunks), started)))
@@ -153,6 +158,8 @@ export const sendBytes = (baseUrl: string, bytes: Buffer | string, timeoutMs = 1
 
 const HEADER_END = Buffer.from("\r\n\r\n")
 
+const isEventStream = (contentType: string | undefined) => (contentType ?? "").toLowerCase().startsWith("text/event-stream")
+
 const splitHead = (data: Buffer) => {
   const end = data.indexOf(HEADER_END)
   if (end < 0) return undefined
@@ -191,6 +198,8 @@ const isComplete = (data: Buffer, isHead: boolean) => {
   const head = splitHead(data)
   if (head === undefined) return false
   if (isHead || head.status === 204 || head.status === 304) return true
+  // An event stream never ends: complete with its head.
+  if (isEventStream(header(head.raw, "content-type"))) return true
   const length = header(head.raw, "content-length")
   if (length !== undefined) return head.rest.length >= Number(length)
   if ((header(head.raw, "transfer-encoding") ?? "").toLowerCase().includes("chunked")) return dechunk(head.rest) !== undefined
@@ -201,6 +210,8 @@ const parseResponse = (data: Buffer, started: number, isHead: boolean): RawRespo
   const head = splitHead(data)
   if (head === undefined) return collect(0, [], data, started)
   if (isHead) return collect(head.status, head.raw, head.rest, started)
+  // An event stream's body is not read (it never ends).
+  if (isEventStream(header(head.raw, "content-type"))) return collect(head.status, head.raw, Buffer.alloc(0), started)
   const length = header(head.raw, "content-length")
   const chunked = (header(head.raw, "transfer-encoding") ?? "").toLowerCase().includes("chunked")
   const body = length !== undefined

@@ -4,7 +4,7 @@
 import { Context, Layer } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { describe, expect, it } from "vitest"
-import { AppPriceHub, AppRoutes } from "../../../src/app.ts"
+import { appPriceHub, AppRoutes } from "../../../src/app.ts"
 import { Health } from "../../../src/health/Health.ts"
 import { Readiness } from "../../../src/lifecycle/Readiness.ts"
 import { RatesAnswerMemo } from "../../../src/rates/answer.ts"
@@ -17,7 +17,7 @@ const services = Layer.merge(HttpServer.layerServices, appServices(testServices(
 describe("in process", () => {
   it("serves the contract through a web handler", async () => {
     const { handler, dispose } = HttpRouter.toWebHandler(
-      AppRoutes.pipe(Layer.provide(Layer.mergeAll(Health.layer, RatesAnswerMemo.layer, AppPriceHub)), Layer.provide(services), Layer.provide(Readiness.layer)),
+      AppRoutes.pipe(Layer.provide(Layer.mergeAll(Health.layer, RatesAnswerMemo.layer, appPriceHub())), Layer.provide(services), Layer.provide(Readiness.layer)),
       { disableLogger: true, routerConfig }
     )
     try {

@@ -7,7 +7,7 @@
 import { Effect, Exit, Layer, Scope } from "effect"
 import { HttpRouter } from "effect/http"
 import { describe, expect, it } from "vitest"
-import { AppPriceHub, AppRoutes } from "../../../src/app.ts"
+import { appPriceHub, AppRoutes } from "../../../src/app.ts"
 import { Health } from "../../../src/health/Health.ts"
 import { Readiness } from "../../../src/lifecycle/Readiness.ts"
 import { makeRouteTable, routerConfig } from "../../../src/http/routeTable.ts"
@@ -33,7 +33,7 @@ const servedRoutes = async () => {
         }
       }))
   ).pipe(Layer.provide(Layer.succeed(HttpRouter.RouterConfig)(routerConfig)))
-  const services = Layer.mergeAll(Health.layer, RatesAnswerMemo.layer, AppPriceHub).pipe(Layer.provideMerge(appServices(testServices())), Layer.provideMerge(Readiness.layer))
+  const services = Layer.mergeAll(Health.layer, RatesAnswerMemo.layer, appPriceHub()).pipe(Layer.provideMerge(appServices(testServices())), Layer.provideMerge(Readiness.layer))
   // The route markers of HttpRouter's types are what HttpRouter.serve discharges; building is enough here.
   const app = AppRoutes.pipe(Layer.provide(Recording), Layer.provide(services)) as unknown as Layer.Layer<never>
   const scope = await Effect.runPromise(Scope.make())
