@@ -12,6 +12,7 @@
  *                                                      while its upstream answers after 2 s (p99 under 10 ms)
  *   npm run bench -- --month [--step-s 20]             month mode (monthMode.ts): a month of a landing page's traffic on
  *                                                      a simulated clock; CoinGecko credits spent per plan
+ *                                                      (--with-stream: each month also with a live price stream open)
  *   npm run bench -- --month-real [--minutes 10]       the same traffic on a real clock against `npm start` (monthRealMode.ts)
  *   npm run bench -- --way [--root DIR]                the files, cross-file hops and back and forth of one cold rates request (wayMode.ts)
  *   npm run bench -- --token [--root DIR] [--runs N]   POST /oauth/token: a secret client, a private_key_jwt client, and
@@ -20,6 +21,9 @@
  *   npm run bench -- --cdn [--seconds 10]              cdn mode (cdnMode.ts): GET /api/v1/rates with and without nginx in
  *                                                      front, 100 and 1,000 visits a second: origin requests per visit,
  *                                                      the oldest price served
+ *   npm run bench -- --stream [--streams 1000,5000]    stream mode (streamMode.ts): live price streams held by reader
+ *                  [--duration 20] [--readers 4]       processes at each level: held, events/s, lag from tick to reader,
+ *                                                      the service's CPU and RSS above idle
  *   npm run bench -- --compare DIR [--runs N]          compare mode (compareMode.ts): the scenarios on this checkout's service
  *                  [--in-turn]                         and DIR's, fresh processes each run (N, 3 by default), both measured at
  *                                                      once (--in-turn: A B, B A, ...): CPU per request of each and their
@@ -72,6 +76,7 @@ import { runRedisMode } from "./redisMode.ts"
 import { runMonthMode } from "./monthMode.ts"
 import { runMonthRealMode } from "./monthRealMode.ts"
 import { runRefreshMode } from "./refreshMode.ts"
+import { runStreamMode } from "./streamMode.ts"
 import { runTokenMode } from "./tokenMode.ts"
 import { runWayMode } from "./wayMode.ts"
 import { loadAverage, readMem, resetPeak, RssSampler } from "./system.ts"
@@ -140,6 +145,7 @@ const main = async () => {
   if (process.argv.includes("--token")) return runTokenMode(process.argv.slice(2))
   if (process.argv.includes("--cdn")) return runCdnMode(process.argv.slice(2))
   const opts = parseOptions(process.argv.slice(2))
+  if (opts.stream) return runStreamMode(opts)
   const cpus = availableParallelism()
   const wrkV = wrkVersion()
   if (wrkV === undefined) fail("wrk not found: install it (Debian: apt-get install wrk)")

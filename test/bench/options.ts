@@ -30,16 +30,21 @@ export interface Options {
   readonly runs: number
   /** The compare mode measures the two sides one after the other (A B, B A, ...) instead of at once. */
   readonly inTurn: boolean
+  /** The stream mode (streamMode.ts): live price streams held, at each of `streamLevels` by `readers` processes. */
+  readonly stream: boolean
+  readonly streamLevels: ReadonlyArray<number>
+  readonly readers: number
   readonly out: string
 }
 
 const USAGE = `usage: node test/bench/bench.ts [--duration S] [--warmup S] [--connections N] [--threads N]
   [--scenarios ${scenarioDefs.map((s) => s.name).join(",")}] [--requests N] [--cpu-prof]
   [--server-cpus LIST] [--load-cpus LIST] [--access-log PATH] [--no-baseline] [--no-fastify] [--no-feed] [--redis] [--refresh]
-  [--compare DIR [--runs N] [--in-turn]] [--out DIR]`
+  [--compare DIR [--runs N] [--in-turn]] [--stream [--streams 1000,5000,10000] [--readers 4]] [--out DIR]
+  (--stream: --duration 20 and --warmup 5 unless given)`
 
-const FLAGS = ["--cpu-prof", "--no-baseline", "--no-fastify", "--no-feed", "--redis", "--refresh", "--in-turn"]
-const KNOWN = ["duration", "warmup", "connections", "threads", "scenarios", "requests", "server-cpus", "load-cpus", "access-log", "out", "compare", "runs"]
+const FLAGS = ["--cpu-prof", "--no-baseline", "--no-fastify", "--no-feed", "--redis", "--refresh", "--in-turn", "--stream"]
+const KNOWN = ["duration", "warmup", "connections", "threads", "scenarios", "requests", "server-cpus", "load-cpus", "access-log", "out", "compare", "runs", "streams", "readers"]
 
 export const parseOptions = (argv: ReadonlyArray<string>): Options => {
   const values = new Map<string, string>()
@@ -70,11 +75,14 @@ export const parseOptions = (argv: ReadonlyArray<string>): Options => {
   }
   const scenarios = (values.get("scenarios") ?? scenarioDefs.map((s) => s.name).join(",")).split(",").map((s) => s.trim()).filter((s) => s !== "")
   for (const s of scenarios) if (!scenarioDefs.some((d) => d.name === s)) fail(`unknown scenario ${s} (${scenarioDefs.map((d) => d.name).join(", ")})`)
+  const stream = flags.has("stream")
+  const streamLevels = (values.get("streams") ?? "1000,5000,10000").split(",").map((s) => Number(s.trim().replaceAll("_", "")))
+  if (streamLevels.some((n) => !Number.isInteger(n) || n < 1 || n > 50_000)) fail(`--streams: a comma list of stream counts, each in 1..50000 (got ${values.get("streams")})`)
   const cpus = availableParallelism()
   const pin = hasTaskset() && cpus >= 2
   return {
-    duration: int("duration", 10, 1, 3_600)!,
-    warmup: int("warmup", 2, 0, 600)!,
+    duration: int("duration", stream ? 20 : 10, 1, 3_600)!,
+    warmup: int("warmup", stream ? 5 : 2, 0, 600)!,
     connections: int("connections", 32, 1, 10_000)!,
     threads: int("threads", 1, 1, 64)!,
     scenarios,
@@ -91,6 +99,9 @@ export const parseOptions = (argv: ReadonlyArray<string>): Options => {
     compare: values.get("compare") === undefined ? undefined : resolve(values.get("compare")!),
     runs: int("runs", 3, 1, 100)!,
     inTurn: flags.has("in-turn"),
+    stream,
+    streamLevels,
+    readers: int("readers", 4, 1, 64)!,
     out: resolve(ROOT, values.get("out") ?? "bench-results")
   }
 }

@@ -34,6 +34,18 @@ export const cpuMs = (pid: number): number | undefined => {
 }
 const CLOCK_TICKS = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100
 
+/**
+ * Time a process's main thread spent runnable but waiting for a CPU, in ms (/proc/PID/schedstat's second field):
+ * on a shared machine, what other work took from it.
+ */
+export const runQueueWaitMs = (pid: number): number | undefined => {
+  try {
+    return Number(readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ")[1]) / 1e6
+  } catch {
+    return undefined
+  }
+}
+
 export const loadAverage = () => round(loadavg()[0] ?? 0, 2)
 
 /** Resets VmHWM to the current RSS (Linux >= 4.0; needs the right to write clear_refs). */

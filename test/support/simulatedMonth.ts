@@ -33,6 +33,7 @@ import * as Rates from "../../src/rates/layer.ts"
 import { type CoinbaseEmulator, startCoinbaseEmulator } from "../emulators/coinbase.ts"
 import { startCoinGeckoEmulator } from "../emulators/coingecko.ts"
 import { testServices } from "./app.ts"
+import { holdStream, type StreamSeen } from "./monthStream.ts"
 import type { Env } from "./config.ts"
 
 /** The landing page of issue 21: three queries, asked over and over. */
@@ -141,6 +142,8 @@ export interface MonthResult {
   readonly longTailOldestSeconds: number | undefined
   /** With `feed`: steps whose trades the service had not all read after a second (a connection replaced). */
   readonly stepsUnread: number | undefined
+  /** With `stream`: what the stream held all month received, and whether it was still open at the end. */
+  readonly stream: StreamSeen | undefined
   /** With `feed`: answers whose majors were priced by Coinbase, of those with majors. */
   readonly majorsFromCoinbase: { readonly coinbase: number; readonly all: number } | undefined
   /** The emulator's `/coins/markets` calls: their currency and simulated time. */
@@ -170,6 +173,11 @@ export interface SimulationOptions {
   readonly extra?: ((step: SimulatedStep) => Promise<void>) | undefined
   /** The shipped configuration: live quotes from the Coinbase emulator's feed, and the long-tail coin asked. */
   readonly feed?: boolean | undefined
+  /**
+   * A live price stream of these symbols held all month from one address (monthStream.ts), opened before the
+   * first step: its hub's rounds run on real time (250 ms) while the simulated clock moves 20 s a step.
+   */
+  readonly stream?: ReadonlyArray<string> | undefined
 }
 
 interface Rate {
@@ -213,6 +221,7 @@ export const simulateMonth = async (perMonth: number, opts: SimulationOptions): 
   )
   const scope = await Effect.runPromise(Scope.make())
   const started = performance.now()
+  let closeStream: (() => void) | undefined
   try {
     const context = await Effect.runPromise(Layer.buildWithScope(server, scope))
     const address = Context.get(context, HttpServer.HttpServer).address
@@ -227,6 +236,9 @@ export const simulateMonth = async (perMonth: number, opts: SimulationOptions): 
       })
       return { status: response.status, body: await response.text() }
     }
+    const stream = opts.stream === undefined ? undefined : await holdStream(`http://127.0.0.1:${address.port}`, opts.stream, "192.0.2.41")
+    closeStream = stream?.close
+    if (stream !== undefined && stream.seen().status !== 200) throw new Error(`the month's stream was refused: ${stream.seen().status}`)
     const statuses: Record<string, number> = {}
     let requests = 0
     let ok = 0
@@ -306,6 +318,8 @@ export const simulateMonth = async (perMonth: number, opts: SimulationOptions): 
         day = today
       }
     }
+    const streamSeen = stream?.seen()
+    stream?.close()
     const credits = emulator.stats().credits
     maxCreditsInADay = Math.max(maxCreditsInADay, credits - creditsAtDayStart)
     return {
@@ -324,9 +338,11 @@ export const simulateMonth = async (perMonth: number, opts: SimulationOptions): 
       longTailOldestSeconds: coinbase === undefined ? undefined : Math.round(longTailOldest / 1000),
       majorsFromCoinbase: coinbase === undefined ? undefined : majorsFrom,
       stepsUnread: coinbase === undefined ? undefined : unread,
+      stream: streamSeen,
       markets: emulator.stats().markets
     }
   } finally {
+    closeStream?.()
     await Effect.runPromise(Scope.close(scope, Exit.void))
     await emulator.close()
     await coinbase?.close()
