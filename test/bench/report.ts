@@ -1,5 +1,5 @@
-/** The benchmark's results: what one run on one server measured, the table, and issue 17's floors; the stream mode's levels. */
-import { fmtInt, lpad, pad, round } from "./common.ts"
+/** The benchmark's results: what one run on one server measured, the table, and issue 17's floors. */
+import { fmtInt, lpad, pad } from "./common.ts"
 import { FLOOR_VS_FASTIFY, P99_CEILING_MS, type ScenarioDef } from "./scenarios.ts"
 import type { WrkResult } from "./wrk.ts"
 
@@ -92,78 +92,4 @@ export const printFloors = (results: ReadonlyArray<ScenarioResult>, defs: Readon
     lines.push(`${pad(r.label, 27)}${raw}${fy}${lpad(p99.toFixed(2), 11)}${lpad(`< ${P99_CEILING_MS}`, 9)} ${mark(p99 < P99_CEILING_MS)}${lpad("", 1)}${cpu}`)
   }
   process.stdout.write(`\n${lines.join("\n")}\n`)
-}
-
-/** One level of the stream mode (streamMode.ts): counts over its window, or since the level before. */
-export interface StreamLevel {
-  readonly asked: number
-  readonly held: number
-  readonly openSeconds: number
-  readonly windowSeconds: number
-  readonly events: number
-  readonly eventsPerSecond: number
-  /** Trades the feed made of the three pairs a second (a late emulator makes fewer than 2 a second each). */
-  readonly ticksPerSecond: number
-  readonly idealPerSecond: number
-  readonly lagMs: { readonly p50: number; readonly p99: number; readonly max: number }
-  readonly snapshots: number
-  readonly heartbeats: number
-  readonly idsOutOfOrder: number
-  readonly readerLoopDelayMs: { readonly p99: number; readonly max: number }
-  readonly readersRunQueueWait: number
-  readonly serviceCpuCores: number
-  readonly serviceRunQueueWait: number
-  readonly readersCpuCores: number
-  readonly emulatorsCpuCores: number
-  readonly rssMiB: number
-  readonly rssAboveIdleMiB: number
-  readonly peakRssAboveIdleMiB: number
-  readonly closedByService: number
-  readonly unserved: number
-  readonly refused: Readonly<Record<string, number>>
-  readonly coinGeckoCalls: number
-  /** The service's own counts: streams open at the window's end, events written a second, closed for lagging since its start. */
-  readonly hub: { readonly open: number; readonly eventsPerSecond: number; readonly closedLagging: number }
-  readonly loadAverage1m: number
-}
-
-export const printStreamTable = (
-  rows: ReadonlyArray<StreamLevel>,
-  o: {
-    readonly notes: string
-    readonly afterClose: { readonly open: number; readonly rssAboveIdleMiB: number }
-    readonly goal: { readonly streams: number; readonly lagP99Ms: number; readonly rssAboveIdleMB: number }
-  }
-) => {
-  const header = ["streams asked", "held", "events/s (ideal)", "lag p50 / p99 / max ms", "service CPU (waited)", "RSS above idle MiB (end, peak)", "closed by service", "unserved", "CoinGecko calls", "readers CPU (waited; loop delay p99, max ms)", "load"]
-  const table = rows.map((r) => [
-    fmtInt(r.asked),
-    `${fmtInt(r.held)} (${round((100 * r.held) / r.asked, 1)} %)`,
-    `${fmtInt(r.eventsPerSecond)} (${fmtInt(r.idealPerSecond)})`,
-    `${r.lagMs.p50} / ${r.lagMs.p99} / ${r.lagMs.max}`,
-    `${r.serviceCpuCores.toFixed(2)} (${r.serviceRunQueueWait.toFixed(2)})`,
-    `${r.rssAboveIdleMiB} (${r.peakRssAboveIdleMiB})`,
-    fmtInt(r.closedByService),
-    r.unserved === 0 ? "0" : `${fmtInt(r.unserved)} ${JSON.stringify(r.refused)}`,
-    fmtInt(r.coinGeckoCalls),
-    `${r.readersCpuCores.toFixed(2)} (${r.readersRunQueueWait.toFixed(2)}; ${r.readerLoopDelayMs.p99}, ${r.readerLoopDelayMs.max})`,
-    r.loadAverage1m.toFixed(2)
-  ])
-  const widths = header.map((h, c) => Math.max(h.length, ...table.map((r) => r[c]!.length)))
-  const line = (cells: ReadonlyArray<string>) => `| ${cells.map((cell, c) => cell.padEnd(widths[c]!)).join(" | ")} |\n`
-  process.stdout.write(`\n${line(header)}${line(widths.map((w) => "-".repeat(w)))}${table.map(line).join("")}${o.notes}\n`)
-  process.stdout.write(
-    `the service's own counts (metrics): ${rows.map((r) => `${fmtInt(r.asked)}: ${fmtInt(r.hub.open)} open, ${fmtInt(r.hub.eventsPerSecond)} events written/s, ${r.hub.closedLagging} closed for lagging`).join("; ")}; ` +
-      `5 s after every stream closed: ${o.afterClose.open} open, RSS ${o.afterClose.rssAboveIdleMiB} MiB above idle\n`
-  )
-  const { goal } = o
-  const top = rows.find((r) => r.asked === goal.streams)
-  if (top === undefined) return void process.stdout.write(`goal (${fmtInt(goal.streams)} held, lag p99 ≤ ${goal.lagP99Ms} ms, RSS ≤ ${goal.rssAboveIdleMB} MB above idle): not measured (no ${fmtInt(goal.streams)} level)\n`)
-  const rssMB = round((top.peakRssAboveIdleMiB * 1_048_576) / 1e6, 1)
-  const checks = [
-    [`${fmtInt(top.held)} of ${fmtInt(goal.streams)} held`, top.held === goal.streams],
-    [`lag p99 ${top.lagMs.p99} ms ≤ ${goal.lagP99Ms}`, top.lagMs.p99 <= goal.lagP99Ms],
-    [`peak RSS ${rssMB} MB above idle ≤ ${goal.rssAboveIdleMB}`, rssMB <= goal.rssAboveIdleMB]
-  ] as const
-  process.stdout.write(`goal: ${checks.map(([text, ok]) => `${text} ${ok ? "ok" : "MISSED"}`).join("; ")} → ${checks.every(([, ok]) => ok) ? "met" : "NOT met"}\n`)
 }

@@ -4,7 +4,8 @@
  *   - the raw `node:http` baseline (baseline.ts), replaying the bytes the service answered;
  *   - the Fastify peer (fastify/server.ts), the same contract as a Node team would ship it, built from the
  *     service's /openapi.json schemas, its problem catalogue and its cached rates answer.
- * Each peer's answers are checked against the service's before anything is measured.
+ * Each peer's answers are checked against the service's before anything is measured. The stream mode's raw
+ * baseline (streamRaw.ts) is started here too, with the start script's flags.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { closeSync, openSync, readFileSync, writeFileSync } from "node:fs"
@@ -63,6 +64,16 @@ export interface ServiceStart {
   readonly profDir: string | undefined
   /** More variables (the Redis mode: REDIS_URL, WEB_CONCURRENCY, limits; Coinbase's URLs), over `serviceSettings`; `undefined` unsets one. */
   readonly env?: Readonly<Record<string, string | undefined>>
+}
+
+/** The stream mode's raw baseline (streamRaw.ts): the same Node, the start script's flags, the same CPUs, over the same feed. */
+export const startRawStream = async (serverCpus: string | undefined, coinbaseWsUrl: string): Promise<{ readonly child: ChildProcess; readonly port: number }> => {
+  const port = await freePort()
+  const args = startArguments(ROOT).map((a) => (a === "src/main.ts" ? "test/bench/streamRaw.ts" : a))
+  const argv = pinned(serverCpus, [NODE, ...args])
+  const child = track(spawn(argv[0]!, argv.slice(1), { cwd: ROOT, env: { ...process.env, PORT: String(port), NODE_ENV: "production", COINBASE_WS_URL: coinbaseWsUrl }, stdio: ["ignore", "ignore", "pipe"] }))
+  await waitReady(port, child, "raw stream server", tail(child.stderr))
+  return { child, port }
 }
 
 export const startService = async (o: ServiceStart): Promise<Server> => {
