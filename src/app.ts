@@ -18,13 +18,14 @@ import { OAuthHandlers } from "./oauth/handlers.ts"
 import { EventStreams } from "./http/EventStreams.ts"
 import { pricesEventStreams } from "./prices/eventStream.ts"
 import { PricesHandlers } from "./prices/handlers.ts"
+import { WidgetHandlers } from "./prices/widget/handlers.ts"
 import { PriceHub, type PriceHubTiming } from "./prices/PriceHub.ts"
 import { PriceSource } from "./prices/PriceSource.ts"
 import { RatesProvider } from "./rates/RatesProvider.ts"
 import { RatesHandlers, ratesCacheableReadyAnswer, ratesReadyAnswer } from "./rates/handlers.ts"
 
 const ApiRoutes = HttpApiBuilder.layer(Api).pipe(
-  Layer.provide([HealthHandlers, RatesHandlers, PricesHandlers, NewsletterHandlers, OAuthHandlers]),
+  Layer.provide([HealthHandlers, RatesHandlers, PricesHandlers, NewsletterHandlers, OAuthHandlers, WidgetHandlers]),
   Layer.provide([BodyProblemsLive, OptionalBearerLive])
 )
 

@@ -2,7 +2,7 @@
  * The contract: one HttpApi from which the server, the OpenAPI document, the typed client and the
  * tests derive. It imports nothing from the server, so integrators can depend on it alone.
  */
-import { Context } from "effect"
+import { Context, Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, OpenApi } from "effect/http-api"
 import { transformOpenApi, withCachingFields, withRateLimitFields } from "./openapi.ts"
 import {
@@ -231,8 +231,27 @@ export class OAuthGroup extends HttpApiGroup.make("oauth", { topLevel: true })
   .annotate(OpenApi.Description, "Client credentials for approved private integrations: a token only raises the rate limit.")
 {}
 
+/** The widget's script (C10): a JavaScript module, the same bytes for everyone, so no limit and no token. */
+export const WidgetScript = Schema.String.pipe(HttpApiSchema.asText({ contentType: "text/javascript" })).annotate({
+  description: "The ES module defining the <crypto-prices> custom element (UTF-8)"
+})
+
+export class WidgetGroup extends HttpApiGroup.make("widget", { topLevel: true })
+  .add(
+    HttpApiEndpoint.get("getWidget", "/widget.js", { success: WidgetScript, error: EdgeProblems.document })
+      .annotate(OpenApi.Summary, "The embeddable price widget")
+      .annotate(OpenApi.Description, "A JavaScript module defining `<crypto-prices symbols=\"BTC,ETH\" currency=\"usd\" days=\"30\">`: " +
+        "each symbol's name, price, 24 h change and a sparkline of the days, then live prices. Load it as a module script " +
+        "(`type=\"module\"`) from a page of any origin CORS_ORIGINS allows (it is served with " +
+        "`Cross-Origin-Resource-Policy: cross-origin`); it reads the API's address from its own URL. Revalidate with its ETag.")
+      .pipe(publicOperation({ cacheable: true }))
+  )
+  .annotate(OpenApi.Title, "Widget")
+  .annotate(OpenApi.Description, "Prices for another site's pages: a custom element served by the API.")
+{}
+
 export class Api extends HttpApi.make("crypto-landing-api")
-  .add(HealthGroup, RatesGroup, PricesGroup, NewsletterGroup, OAuthGroup)
+  .add(HealthGroup, RatesGroup, PricesGroup, NewsletterGroup, OAuthGroup, WidgetGroup)
   // A validation problem lists every failed member, not the first (C7), of a body or a query.
   .annotate(HttpApi.PayloadParseOptions, { errors: "all" })
   .annotate(HttpApi.QueryParseOptions, { errors: "all" })

@@ -57,7 +57,8 @@ export const withCachingFields = (op: Json): Json => {
     ...(op.parameters ?? []),
     { name: "If-None-Match", in: "header", required: false, description: "An ETag received before: 304 while it still names the answer", schema: { type: "string", maxLength: 1024 } }
   ]
-  op.responses = { ...op.responses, "304": { description: "Not Modified: the answer is still the one the ETag names", headers: { ...caching, ...rateLimitFields } } }
+  // A limited operation's 304 gets the RateLimit fields too (withRateLimitFields, applied after this).
+  op.responses = { ...op.responses, "304": { description: "Not Modified: the answer is still the one the ETag names", headers: caching } }
   return op
 }
 

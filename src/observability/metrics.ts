@@ -167,6 +167,12 @@ const liveStreamsLagging = Metric.counter("live_streams_closed_lagging_total", {
 export const recordLiveStreamsOpen = (open: number) => handle("live streams open", liveStreamsOpen, () => ({}))(open)
 export const recordLiveStreamEvents = (events: number) => handle("live stream events", liveStreamEvents, () => ({}))(events)
 export const recordLiveStreamLagging = () => handle("live streams lagging", liveStreamsLagging, () => ({}))(1)
+/** The price streams' series at zero from the start, so that rates and alerts on them work before the first event. */
+export const recordLiveStreamsStarted = () => {
+  recordLiveStreamsOpen(0)
+  recordLiveStreamEvents(0)
+  handle("live streams lagging", liveStreamsLagging, () => ({}))(0)
+}
 
 export const metricsText = () => PrometheusMetrics.formatUnsafe(Context.empty())
 

@@ -4,18 +4,22 @@
  */
 import { Context, Effect, Exit, Layer } from "effect"
 import { AppConfig } from "../config/AppConfig.ts"
-import { recordLiveStreamEvents, recordLiveStreamLagging, recordLiveStreamsOpen } from "../observability/metrics.ts"
+import { recordLiveStreamEvents, recordLiveStreamLagging, recordLiveStreamsOpen, recordLiveStreamsStarted } from "../observability/metrics.ts"
 import { type Hub, type HubOptions, makeHub } from "./hub.ts"
 import { PriceSource } from "./PriceSource.ts"
 
-/** Production rounds and heartbeats (C10): at most 4 events a second per symbol; a comment after 15 s of silence. */
-const ROUND_MS = 250
+/**
+ * Production rounds, spacing and heartbeats (C10): at most 4 events a second per symbol, a change going out within
+ * a round (50 ms) once the spacing allows; a comment after 15 s of silence.
+ */
+const ROUND_MS = 50
+const SPACING_MS = 250
 const HEARTBEAT_MS = 15_000
 /** Unread bytes past which a stream is closed for lagging: some seconds of a busy stream's events. */
 const MAX_BUFFERED_BYTES = 64 * 1024
 
 /** What a test may shorten (production: the constants above). */
-export type PriceHubTiming = Partial<Pick<HubOptions, "roundMs" | "heartbeatMs" | "maxBufferedBytes">>
+export type PriceHubTiming = Partial<Pick<HubOptions, "roundMs" | "spacingMs" | "heartbeatMs" | "maxBufferedBytes">>
 
 export class PriceHub extends Context.Service<PriceHub, Hub>()("app/prices/PriceHub") {
   /** With the rounds and bounds given (tests: small intervals). */
@@ -28,6 +32,8 @@ export class PriceHub extends Context.Service<PriceHub, Hub>()("app/prices/Price
         const run = Effect.runCallbackWith(yield* Effect.context<never>())
         const hub = makeHub({
           roundMs: timing.roundMs ?? ROUND_MS,
+          // A test that shortens the rounds without a spacing gets one event per round.
+          spacingMs: timing.spacingMs ?? (timing.roundMs ?? SPACING_MS),
           heartbeatMs: timing.heartbeatMs ?? HEARTBEAT_MS,
           maxBufferedBytes: timing.maxBufferedBytes ?? MAX_BUFFERED_BYTES,
           maxPerAddress: config.liveStreams.perAddress,
@@ -40,6 +46,7 @@ export class PriceHub extends Context.Service<PriceHub, Hub>()("app/prices/Price
             }),
           metrics: { open: recordLiveStreamsOpen, events: recordLiveStreamEvents, lagging: recordLiveStreamLagging }
         })
+        recordLiveStreamsStarted()
         const roundMs = timing.roundMs ?? ROUND_MS
         yield* Effect.acquireRelease(
           Effect.sync(() => setInterval(hub.round, roundMs)),

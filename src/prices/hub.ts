@@ -1,9 +1,11 @@
 /**
  * The price hub (C10, docs/prices.md): one per process. Streams are grouped by (currency, symbols); every
  * round it reads the held prices of the union of wanted symbols once per currency, serialises each changed
- * price once (a hub-wide id per change), and writes one buffer per group to every stream of the group: at
- * most one event per symbol per round (4 a second), the latest wins, nothing queues. No fiber per stream:
- * a stream is its response and its group's place; a reader that lets `maxBufferedBytes` pile up is closed.
+ * price once (a hub-wide id per change), and writes one buffer per group to every stream of the group. A
+ * group sends a symbol at most once per `spacingMs` (4 a second): a change inside it waits for the first round
+ * after, the latest winning, nothing queued. Rounds are shorter than the spacing so that a change waits a short
+ * round, not a whole spacing, to go out. No fiber per stream: a stream is its response and its group's place;
+ * a reader that lets `maxBufferedBytes` pile up is closed.
  */
 import type { HeldPrice, HeldPrices, PriceSourceError } from "./PriceSource.ts"
 import { heartbeat, opening, priceEvent } from "./wire.ts"
@@ -44,8 +46,10 @@ export interface OpenAnswer {
 }
 
 export interface HubOptions {
-  /** How often held prices are read and changes written (production 250 ms: at most 4 events a second). */
+  /** How often held prices are read and changes written (production 50 ms). */
   readonly roundMs: number
+  /** The least time between two events of one symbol in a group (production 250 ms: at most 4 a second). */
+  readonly spacingMs: number
   /** A comment line after this much silence (production 15 s). */
   readonly heartbeatMs: number
   /** A stream whose unread bytes exceed this is closed for lagging. */
@@ -81,6 +85,10 @@ interface Group {
   /** Per symbol, the id and the price this group's streams hold (a joining stream's snapshot). */
   readonly sent: Array<number>
   readonly sentHeld: Array<HeldPrice | undefined>
+  /** Per symbol, when this group last sent it (the spacing). */
+  readonly sentAt: Array<number>
+  /** The highest id its streams have seen (events and snapshots): an event sent later gets a higher one. */
+  seenId: number
   readonly streams: Set<Stream>
   lastWriteAt: number
 }
@@ -177,28 +185,51 @@ export const makeHub = (options: HubOptions) => {
     if (events > 0) options.metrics?.events(events * group.streams.size)
   }
 
-  /** Gives the changed prices their ids and bytes, then writes each group what it has not sent, in one buffer. */
+  const serialise = (symbol: string, s: SymbolState) => {
+    s.id = ++lastId
+    s.event = priceEvent(s.id, symbol, s.held!)
+  }
+
+  /**
+   * Gives the changed prices their ids and bytes, then writes each group what it has not sent and may send now
+   * (the spacing), in one buffer. A change held back by a group's spacing keeps its id until it goes out; one
+   * whose id another event or a snapshot of the group has passed meanwhile gets a new id (and bytes), so that ids
+   * keep increasing within every stream.
+   */
   const flush = (state: CurrencyState) => {
+    const now = options.now()
     for (const [symbol, s] of state.symbols) {
       if (!s.dirty) continue
       s.dirty = false
-      s.id = ++lastId
-      s.event = priceEvent(s.id, symbol, s.held!)
+      serialise(symbol, s)
     }
     for (const group of state.groups) {
-      let parts: Array<SymbolState> | undefined
+      let parts: Array<number> | undefined
       for (let i = 0; i < group.symbols.length; i++) {
         const s = state.symbols.get(group.symbols[i]!)
         if (s === undefined || s.id <= group.sent[i]!) continue
-        group.sent[i] = s.id
         // Its streams' snapshots held this price already (merged when one of them opened).
-        if (group.sentHeld[i] === s.held) continue
-        group.sentHeld[i] = s.held
-        ;(parts ??= []).push(s)
+        if (group.sentHeld[i] === s.held) {
+          group.sent[i] = s.id
+          continue
+        }
+        if (now - group.sentAt[i]! < options.spacingMs) continue
+        ;(parts ??= []).push(i)
       }
       if (parts === undefined) continue
-      parts.sort((a, b) => a.id - b.id)
-      write(group, parts.length === 1 ? parts[0]!.event! : Buffer.concat(parts.map((p) => p.event!)), parts.length)
+      for (const i of parts) {
+        const s = state.symbols.get(group.symbols[i]!)!
+        if (s.id <= group.seenId) serialise(group.symbols[i]!, s)
+      }
+      const events = parts.map((i) => {
+        const s = state.symbols.get(group.symbols[i]!)!
+        group.sent[i] = s.id
+        group.sentHeld[i] = s.held
+        group.sentAt[i] = now
+        return s
+      }).sort((a, b) => a.id - b.id)
+      group.seenId = events.at(-1)!.id
+      write(group, events.length === 1 ? events[0]!.event! : Buffer.concat(events.map((p) => p.event!)), events.length)
     }
   }
 
@@ -274,6 +305,8 @@ export const makeHub = (options: HubOptions) => {
           symbols: known,
           sent: known.map((s) => state.symbols.get(s)?.id ?? 0),
           sentHeld: known.map((s) => state.symbols.get(s)?.held),
+          sentAt: known.map(() => Number.NEGATIVE_INFINITY),
+          seenId: lastId,
           streams: new Set(),
           lastWriteAt: options.now()
         }
@@ -281,6 +314,8 @@ export const makeHub = (options: HubOptions) => {
         state.groups.add(group)
         state.wanted = undefined
       }
+      // Its snapshot carries the latest id: what the group sends from now on must carry a higher one.
+      group.seenId = lastId
       const stream: Stream = { sink, group, bucket: request.bucket, closed: false }
       group.streams.add(stream)
       count(1)

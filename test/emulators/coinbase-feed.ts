@@ -22,18 +22,23 @@
  *     A product whose trading is disabled (XTZ-USDT) has no trades, so no ticker messages.
  *   ← {"type":"heartbeat","last_trade_id","product_id","sequence","time"}: every `heartbeatEveryMs` (1 s) per
  *     product. `sequence` counts a product's trades (the same for every connection); `trade_id` too.
+ * What it published is kept (`published`: each product's last 10,000 trades sent and heartbeats), so that a test
+ * compares what a client made of the feed with what the feed sent, not with a reader of its own.
  * Refused as Coinbase refuses: an upgrade without a User-Agent (400); per address, Coinbase's limits
  * (coinbase-feed-limits.ts: 8 connection requests a second, bursts of 20, else 429 at the upgrade; 100 messages
  * a second from clients, else an error and the connection closed; 10 subscriptions of a product on a channel,
  * else the subscribe is refused); a subscribe naming one unknown product is refused whole.
  * Bounds: `maxConnections` (100; the next upgrade gets 429), `maxProductsPerConnection` (200), messages of
- * 64 KiB. Pings are answered. Faults: `coinbaseFeedModes` below. Erasable TypeScript; nothing runs on import.
+ * 64 KiB. Pings are answered. Faults: `coinbaseFeedModes` below. The messages' shapes: coinbase-feed-protocol.ts;
+ * the trades and heartbeats on timers: coinbase-feed-ticks.ts. Erasable TypeScript; nothing runs on import.
  */
 import type { IncomingMessage } from "node:http"
 import type { Duplex } from "node:stream"
 import { type CallersStats, makeCallers, userAgentOf } from "./callers.ts"
 import { type CoinbaseFeedLimits, type LimitRefusals, makeFeedLimits } from "./coinbase-feed-limits.ts"
-import { coinbaseQuote, coinbaseTime, emulatedProductById, priceText } from "./coinbase-data.ts"
+import { emulatedProductById } from "./coinbase-data.ts"
+import { type Channel, MAX_MESSAGE_BYTES, parseRequest, productsOf, type Subscribed, subscriptionsMessage, tickerText } from "./coinbase-feed-protocol.ts"
+import { makeFeedTicks, type PublishedRecord } from "./coinbase-feed-ticks.ts"
 import { acceptUpgrade, refuseUpgrade, upgradeProblem, type WebSocketPeer } from "./websocket.ts"
 
 export const COINBASE_FEED_PATH = "/ws-feed"
@@ -71,6 +76,8 @@ export interface CoinbaseFeedOptions {
   readonly partialFirstTicker?: boolean
   /** Every n-th trade of a product is sent to nobody (a dropped message: its sequence number jumps); 0: none. Default 5. */
   readonly dropEvery?: number
+  /** Trades and heartbeats `published` keeps per product (default 10,000 each). */
+  readonly recordPerProduct?: number
 }
 
 export interface CoinbaseFeedProductStats {
@@ -113,51 +120,21 @@ export interface CoinbaseFeed {
   readonly publish: () => void
   /** Products the feed refuses ("… is not a valid product") although the REST API lists them; [] by default. */
   readonly setRefusedProducts: (ids: ReadonlyArray<string>) => void
+  /** Resets the counts, and forgets what was published. */
   readonly resetStats: () => void
   readonly stats: () => CoinbaseFeedStats
+  /** What the feed published of a product: its last trades sent (dropped ones are not) and heartbeats, oldest first. */
+  readonly published: (productId: string) => PublishedRecord
   /** Cut every connection and stop the timers. */
   readonly close: () => void
 }
-
-const CHANNELS = ["ticker", "heartbeat"] as const
-/** A subscribe of 200 product ids is about 3 KB. */
-const MAX_MESSAGE_BYTES = 64 * 1024
-type Channel = (typeof CHANNELS)[number]
 
 interface Connection {
   /** The client's address: Coinbase's limits bind all connections from one address together. */
   readonly address: string
   readonly peer: WebSocketPeer
-  readonly subscribed: Record<Channel, Set<string>>
+  readonly subscribed: Subscribed
   deadline: ReturnType<typeof setTimeout> | undefined
-}
-
-type Ticker = Readonly<Record<string, string | number>>
-
-/** The market of one product: its message sequence, last trade id and last ticker. */
-interface Market {
-  sequence: number
-  tradeId: number
-  lastTicker: Ticker | undefined
-}
-
-/** What a subscribe or unsubscribe asks: channel → products, or a reason to refuse it. */
-const parseRequest = (message: Record<string, unknown>): Map<Channel, Array<string>> | string => {
-  const strings = (value: unknown) => (Array.isArray(value) && value.every((v) => typeof v === "string") ? (value as Array<string>) : undefined)
-  const top = message.product_ids === undefined ? [] : strings(message.product_ids)
-  if (top === undefined) return "product_ids must be a list of product ids"
-  if (!Array.isArray(message.channels)) return "channels must be a list"
-  const wanted = new Map<Channel, Array<string>>()
-  for (const entry of message.channels as Array<unknown>) {
-    const named = typeof entry === "object" && entry !== null ? (entry as Record<string, unknown>) : undefined
-    const name = typeof entry === "string" ? entry : named?.name
-    const own = named?.product_ids === undefined ? [] : strings(named.product_ids)
-    if (own === undefined) return "product_ids must be a list of product ids"
-    if (typeof name !== "string" || !(CHANNELS as ReadonlyArray<string>).includes(name)) return `${String(name)} is not a valid channel`
-    const channel = name as Channel
-    wanted.set(channel, [...new Set([...(wanted.get(channel) ?? []), ...top, ...own])])
-  }
-  return wanted.size === 0 ? "channels must name at least one channel" : wanted
 }
 
 export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptions = {}): CoinbaseFeed => {
@@ -171,9 +148,7 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
   const limits = makeFeedLimits(options.limits, options.limitsClock)
   let refusedProducts = new Set<string>()
   const connections = new Set<Connection>()
-  const markets = new Map<string, Market>()
   let mode: Exclude<CoinbaseFeedMode, "disconnect"> = "normal"
-  let timers: Array<ReturnType<typeof setInterval>> = []
   const zero = () => ({ mostOpen: 0, accepted: 0, refused: 0, subscribes: 0, unsubscribes: 0, errors: 0, ticks: 0, heartbeats: 0 })
   let counts = zero()
   let byProduct = new Map<string, { ticks: number; heartbeats: number }>()
@@ -184,55 +159,21 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
     byProduct.set(id, entry)
     return entry
   }
-  const market = (id: string): Market => {
-    let m = markets.get(id)
-    if (m === undefined) {
-      m = { sequence: 0, tradeId: Math.floor(now() / 1000) % 1_000_000_000, lastTicker: undefined }
-      markets.set(id, m)
-    }
-    return m
+  const sent = (kind: "ticks" | "heartbeats", id: string) => {
+    counts[kind]++
+    countFor(id)[kind]++
   }
-  /**
-   * A trade happens at the emulator's `now`: the product's ticker, or undefined when its trading is
-   * disabled or the message is dropped (every `dropEvery`-th: its sequence number is skipped).
-   */
-  const trade = (id: string): Ticker | undefined => {
-    if (emulatedProductById.get(id)?.tradingDisabled !== false) return undefined
-    const m = market(id)
-    const at = now()
-    const quote = coinbaseQuote(id, at)
-    m.sequence++
-    m.tradeId++
-    m.lastTicker = {
-      type: "ticker",
-      sequence: m.sequence,
-      product_id: id,
-      price: priceText(quote.price),
-      open_24h: priceText(quote.open),
-      volume_24h: "23456.78900000",
-      low_24h: priceText(quote.low),
-      high_24h: priceText(quote.high),
-      volume_30d: "701234.56700000",
-      best_bid: priceText(quote.bid),
-      best_bid_size: "0.50000000",
-      best_ask: priceText(quote.ask),
-      best_ask_size: "0.50000000",
-      side: m.tradeId % 2 === 0 ? "buy" : "sell",
-      time: coinbaseTime(at),
-      trade_id: m.tradeId,
-      last_size: "0.01000000"
-    }
-    return dropEvery > 0 && m.tradeId % dropEvery === 0 ? undefined : m.lastTicker
-  }
-  /** A ticker as sent: decimals as strings (Coinbase), or as JSON numbers in mode `numeric-ticks`. */
-  const tickerText = (ticker: Ticker, partial = false): string => {
-    const out: Record<string, unknown> = { ...ticker }
-    if (partial) for (const field of ["trade_id", "time", "side", "last_size"]) delete out[field]
-    if (mode === "numeric-ticks") {
-      for (const [field, value] of Object.entries(out)) if (typeof value === "string" && /^\d+\.\d+$/.test(value)) out[field] = Number(value)
-    }
-    return JSON.stringify(out)
-  }
+  const ticks = makeFeedTicks({
+    now,
+    tickEveryMs,
+    heartbeatEveryMs,
+    dropEvery,
+    listeners: () => connections,
+    silent: () => mode === "silent",
+    numeric: () => mode === "numeric-ticks",
+    sent,
+    ...(options.recordPerProduct === undefined ? {} : { recordPerProduct: options.recordPerProduct })
+  })
 
   const send = (connection: Connection, message: unknown) => {
     if (mode !== "silent") connection.peer.send(typeof message === "string" ? message : JSON.stringify(message))
@@ -241,11 +182,7 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
     counts.errors++
     send(connection, reason === undefined ? { type: "error", message } : { type: "error", message, reason })
   }
-  const subscriptions = (connection: Connection) => ({
-    type: "subscriptions",
-    channels: CHANNELS.filter((c) => connection.subscribed[c].size > 0).map((name) => ({ name, product_ids: [...connection.subscribed[name]] }))
-  })
-  const productsOf = (connection: Connection) => new Set(CHANNELS.flatMap((c) => [...connection.subscribed[c]]))
+  const subscriptions = (connection: Connection) => subscriptionsMessage(connection.subscribed)
   /** Connections from `address` subscribed to `id` on `channel`. */
   const subscribersFrom = (address: string, channel: Channel, id: string) =>
     [...connections].filter((c) => c.address === address && c.subscribed[channel].has(id)).length
@@ -262,7 +199,7 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
         return error(connection, "Failed to subscribe", `${crowded} has reached ${limits.perProduct} subscriptions on ${channel} from this address`)
       }
     }
-    const after = productsOf(connection)
+    const after = productsOf(connection.subscribed)
     for (const ids of wanted.values()) for (const id of ids) after.add(id)
     if (after.size > maxProducts) {
       return error(connection, "Failed to subscribe", `too many products: at most ${maxProducts} per connection`)
@@ -278,16 +215,12 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
     connection.deadline = undefined
     // As Coinbase does, a new ticker subscription gets the product's last ticker at once; it has come
     // without its trade's id, time, side and size, and before the subscriptions message.
-    const firsts = newTickers.map((id) => {
-      if (markets.get(id)?.lastTicker === undefined) trade(id)
-      return [id, markets.get(id)?.lastTicker] as const
-    })
+    const firsts = newTickers.map((id) => [id, ticks.lastTicker(id)] as const)
     if (!partialFirstTicker) send(connection, subscriptions(connection))
     for (const [id, last] of firsts) {
       if (last !== undefined && mode !== "silent") {
-        send(connection, tickerText(last, partialFirstTicker))
-        counts.ticks++
-        countFor(id).ticks++
+        send(connection, tickerText(last, partialFirstTicker, mode === "numeric-ticks"))
+        sent("ticks", id)
       }
     }
     if (partialFirstTicker) send(connection, subscriptions(connection))
@@ -334,46 +267,6 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
     connection.deadline.unref()
   }
 
-  const tick = () => {
-    if (mode === "silent") return
-    const wanted = new Set([...connections].flatMap((c) => [...c.subscribed.ticker]))
-    for (const id of wanted) {
-      const ticker = trade(id)
-      if (ticker === undefined) continue
-      const message = tickerText(ticker)
-      for (const connection of connections) {
-        if (!connection.subscribed.ticker.has(id) || !connection.peer.isOpen()) continue
-        connection.peer.send(message)
-        counts.ticks++
-        countFor(id).ticks++
-      }
-    }
-  }
-
-  const heartbeat = () => {
-    if (mode === "silent") return
-    const time = coinbaseTime(now())
-    for (const connection of connections) {
-      if (!connection.peer.isOpen()) continue
-      for (const id of connection.subscribed.heartbeat) {
-        const m = market(id)
-        connection.peer.send(JSON.stringify({ type: "heartbeat", last_trade_id: m.tradeId, product_id: id, sequence: m.sequence, time }))
-        counts.heartbeats++
-        countFor(id).heartbeats++
-      }
-    }
-  }
-
-  const startTimers = () => {
-    if (timers.length > 0) return
-    timers = [setInterval(tick, tickEveryMs), setInterval(heartbeat, heartbeatEveryMs)]
-    for (const timer of timers) timer.unref()
-  }
-  const stopTimers = () => {
-    for (const timer of timers) clearInterval(timer)
-    timers = []
-  }
-
   const handleUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const path = new URL(req.url ?? "/", "http://emulator.invalid").pathname
     const refuse = (status: number, reason: string, message: string, headers?: Record<string, string>) => {
@@ -400,7 +293,7 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
         onClose: () => {
           clearTimeout(connection.deadline)
           connections.delete(connection)
-          if (connections.size === 0) stopTimers()
+          if (connections.size === 0) ticks.stop()
         },
         answerPings: () => mode !== "silent"
       }, MAX_MESSAGE_BYTES)
@@ -408,13 +301,13 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
     connections.add(connection)
     counts.mostOpen = Math.max(counts.mostOpen, connections.size)
     armDeadline(connection)
-    startTimers()
+    ticks.start()
   }
 
   const stats = (): CoinbaseFeedStats => {
     const products: Record<string, CoinbaseFeedProductStats> = {}
     const subscribers = new Map<string, number>()
-    for (const connection of connections) for (const id of productsOf(connection)) subscribers.set(id, (subscribers.get(id) ?? 0) + 1)
+    for (const connection of connections) for (const id of productsOf(connection.subscribed)) subscribers.set(id, (subscribers.get(id) ?? 0) + 1)
     for (const id of [...new Set([...byProduct.keys(), ...subscribers.keys()])].sort()) {
       const entry = byProduct.get(id) ?? { ticks: 0, heartbeats: 0 }
       products[id] = { ticks: entry.ticks, heartbeats: entry.heartbeats, subscribers: subscribers.get(id) ?? 0 }
@@ -430,8 +323,8 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
       else for (const connection of connections) connection.peer.close(1001, "going away")
     },
     publish: () => {
-      tick()
-      heartbeat()
+      ticks.tick()
+      ticks.heartbeat()
     },
     setRefusedProducts: (ids) => {
       refusedProducts = new Set(ids)
@@ -441,10 +334,12 @@ export const createCoinbaseFeed = (now: () => number, options: CoinbaseFeedOptio
       byProduct = new Map()
       callers.reset()
       limits.reset()
+      ticks.forget()
     },
     stats,
+    published: ticks.published,
     close: () => {
-      stopTimers()
+      ticks.stop()
       for (const connection of connections) {
         clearTimeout(connection.deadline)
         connection.peer.destroy()

@@ -18,7 +18,8 @@
  *   unknown product or path            404 {"message":"NotFound"}
  * Every API answer has a `Date` header from the emulator's clock (frozen or real), as Coinbase's own.
  * Public limit: 10 requests/s per address, bursts to 15 (a token bucket), then 429
- * {"message":"Public rate limit exceeded"}. Errors are `{"message": …}`. Prices: coinbase-data.ts.
+ * {"message":"Public rate limit exceeded"}. Errors are `{"message": …}`. The answers: coinbase-answers.ts;
+ * their prices: coinbase-data.ts.
  * WebSocket feed (wss://ws-feed.exchange.coinbase.com) at ws://…/ws-feed (`wsUrl`), protocol in coinbase-feed.ts:
  *   a "subscribe" within 5 s (channels "ticker", "heartbeat") → "subscriptions", or an "error" message
  *   ("FOO-USD is not a valid product"); then `ticker` messages (the REST ticker's and stats' numbers at the
@@ -35,6 +36,8 @@
  *   GET  /__stats    {"total": n, "byPath": {"/products/BTC-USD/candles": n, …}, "byStatus": {"200": n, "429": n},
  *                     "maxInFlight": n, "callers": {"byUserAgent": {…}, "traced": n},
  *                     "feed": {connections, subscribes, ticks, heartbeats, byProduct, callers, …}}
+ *   GET  /__published?product=BTC-USD  what the feed published of it: {"trades": [{tradeId, price, time}], "heartbeats":
+ *                     [{lastTradeId, time}]}, times in epoch ms, each list its last 10,000 (reset with the stats)
  * A call without a User-Agent gets 400 {"message":"User-Agent header is required."}, as Coinbase answers.
  * Imported: `startCoinbaseEmulator({ port?, host?, now?, rateLimit?, feed?: { tickEveryMs?, … } })`.
  * Runs on Node's type stripping: erasable TypeScript only, local imports with `.ts`.
@@ -44,7 +47,8 @@ import type { AddressInfo } from "node:net"
 import { fileURLToPath } from "node:url"
 import { type CallersStats, makeCallers, userAgentOf } from "./callers.ts"
 import { type CoinbaseFeedMode, type CoinbaseFeedOptions, type CoinbaseFeedStats, COINBASE_FEED_PATH, createCoinbaseFeed } from "./coinbase-feed.ts"
-import { coinbaseCandle, coinbaseProductRow, coinbaseQuote, coinbaseTime, emulatedProductById, emulatedProducts, priceText } from "./coinbase-data.ts"
+import { answer } from "./coinbase-answers.ts"
+import type { PublishedRecord } from "./coinbase-feed-ticks.ts"
 
 export const coinbaseFaultModes = ["none", "5xx", "429", "hang", "reset", "truncated", "wrong-shape"] as const
 export type CoinbaseFaultMode = (typeof coinbaseFaultModes)[number]
@@ -84,6 +88,8 @@ export interface CoinbaseEmulator {
   setFeedRefuses(ids: ReadonlyArray<string>): void
   /** A trade and a heartbeat of every subscribed product now (a simulated clock's step; the timers keep theirs). */
   publishFeed(): void
+  /** What the feed published of a product: its last trades sent and heartbeats (coinbase-feed.ts). */
+  feedPublished(productId: string): PublishedRecord
   setFault(fault: CoinbaseFaultMode | CoinbaseFault): void
   /** Delay answers on paths starting with `pathPrefix`; 0 removes it. */
   setLatency(pathPrefix: string, ms: number): void
@@ -112,92 +118,11 @@ export interface CoinbaseEmulatorOptions {
 /** Coinbase's public limit: 10 a second, bursts to 15. */
 const RATE_PER_SECOND = 10
 const BURST = 15
-const GRANULARITIES = new Set([60, 300, 900, 3_600, 21_600, 86_400])
-const MAX_CANDLES = 300
-
-interface Answer {
-  readonly status: number
-  readonly body: unknown
-}
-
-const message = (status: number, text: string): Answer => ({ status, body: { message: text } })
-const NOT_FOUND = message(404, "NotFound")
 
 const sendJson = (res: ServerResponse, status: number, body: unknown) => {
   const text = JSON.stringify(body)
   res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text) })
   res.end(text)
-}
-
-/** ISO 8601 or epoch seconds → epoch ms; NaN when neither. */
-const instantOf = (text: string): number => (/^\d+(\.\d+)?$/.test(text) ? Number(text) * 1000 : Date.parse(text))
-
-const candles = (id: string, query: URLSearchParams, now: number): Answer => {
-  const granularity = Number(query.get("granularity") ?? Number.NaN)
-  if (!GRANULARITIES.has(granularity)) return message(400, "Unsupported granularity")
-  const stepMs = granularity * 1000
-  const startText = query.get("start")
-  const endText = query.get("end")
-  // Documented: unless both are given, both are ignored and the range ends now.
-  let start: number
-  let end: number
-  if (startText === null || endText === null) {
-    end = now
-    start = Math.floor(now / stepMs) * stepMs - (MAX_CANDLES - 1) * stepMs
-  } else {
-    start = instantOf(startText)
-    end = instantOf(endText)
-    if (!Number.isFinite(start)) return message(400, "Invalid start")
-    if (!Number.isFinite(end)) return message(400, "Invalid end")
-    if (start > end) return message(400, "start must be before end")
-  }
-  const first = Math.floor(start / stepMs) * stepMs
-  if (Math.floor((end - first) / stepMs) + 1 > MAX_CANDLES) {
-    return message(400, "granularity too small for the requested time range. Count of aggregations requested exceeds 300")
-  }
-  const rows = []
-  for (let t = Math.floor(Math.min(end, now) / stepMs) * stepMs; t >= first; t -= stepMs) {
-    const candle = coinbaseCandle(id, t, granularity, now)
-    if (candle !== undefined) rows.push(candle)
-  }
-  return { status: 200, body: rows }
-}
-
-/** The API itself, faults and limits aside. */
-const answer = (path: string, query: URLSearchParams, now: number, listed: ReadonlySet<string> | undefined): Answer => {
-  if (path === "/products") return { status: 200, body: emulatedProducts.filter((p) => listed?.has(p.id) ?? true).map((p) => coinbaseProductRow(p.id)) }
-  const match = /^\/products\/([^/]+)\/(candles|ticker|stats)$/.exec(path)
-  if (match === null) return NOT_FOUND
-  const id = decodeURIComponent(match[1]!).toUpperCase()
-  if (!emulatedProductById.has(id)) return NOT_FOUND
-  if (match[2] === "candles") return candles(id, query, now)
-  // The feed's ticker messages say the same at the same instant (coinbase-feed.ts).
-  const quote = coinbaseQuote(id, now)
-  if (match[2] === "ticker") {
-    return {
-      status: 200,
-      body: {
-        ask: priceText(quote.ask),
-        bid: priceText(quote.bid),
-        volume: "12345.67890000",
-        trade_id: Math.floor(now / 1000) % 1_000_000_000,
-        price: priceText(quote.price),
-        size: "0.01000000",
-        time: coinbaseTime(now)
-      }
-    }
-  }
-  return {
-    status: 200,
-    body: {
-      open: priceText(quote.open),
-      high: priceText(quote.high),
-      low: priceText(quote.low),
-      last: priceText(quote.price),
-      volume: "23456.78900000",
-      volume_30day: "701234.56700000"
-    }
-  }
 }
 
 export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Promise<CoinbaseEmulator> => {
@@ -273,8 +198,9 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
     return fault
   }
 
-  const handleControl = async (req: IncomingMessage, res: ServerResponse, path: string) => {
+  const handleControl = async (req: IncomingMessage, res: ServerResponse, path: string, query: URLSearchParams) => {
     if (path === "/__stats" && req.method === "GET") return sendJson(res, 200, stats())
+    if (path === "/__published" && req.method === "GET") return sendJson(res, 200, feed.published(query.get("product") ?? ""))
     if (path !== "/__control" || req.method !== "POST") return sendJson(res, 404, { message: "NotFound" })
     let body: Record<string, unknown>
     try {
@@ -352,7 +278,7 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://emulator.invalid")
     const task = url.pathname.startsWith("/__")
-      ? handleControl(req, res, url.pathname)
+      ? handleControl(req, res, url.pathname, url.searchParams)
       : handleApi(req, res, url.pathname, url.searchParams)
     task.catch((error: unknown) => {
       if (!res.headersSent) sendJson(res, 500, { message: String(error) })
@@ -373,6 +299,7 @@ export const startCoinbaseEmulator = (options: CoinbaseEmulatorOptions = {}): Pr
         setFeed: feed.setMode,
         setFeedRefuses: feed.setRefusedProducts,
         publishFeed: feed.publish,
+        feedPublished: feed.published,
         setFault,
         setLatency,
         setNow: (epochMs) => {

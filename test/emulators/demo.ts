@@ -1,7 +1,8 @@
 /**
  * `npm run demo`: the whole service offline. Starts the CoinGecko-, Coinbase- (REST and WebSocket feed)
  * and Brevo-compatible emulators, registers a demo OAuth client, starts the service against them and
- * prints what to try.
+ * prints what to try, with a page of another origin (the next port) embedding the price widget under a strict
+ * Content-Security-Policy (widgetPage.ts).
  *   --port N           service port (default 3000)
  *   --smoke            run one request per endpoint, print the statuses and exit (0 when all are as expected)
  *   --credits-spent    CoinGecko answers 429 to everything, as when the month's credits are spent: majors
@@ -18,6 +19,7 @@ import { join } from "node:path"
 import { brevoServiceEnv, startBrevoEmulator } from "./brevo.ts"
 import { startCoinbaseEmulator } from "./coinbase.ts"
 import { startCoinGeckoEmulator } from "./coingecko.ts"
+import { startWidgetPage, type WidgetPage } from "./widgetPage.ts"
 
 const stop = (code: number, message: string): never => {
   writeSync(2, `demo: ${message}\n`)
@@ -71,6 +73,7 @@ const env = {
 // Synchronous, so that nothing printed is lost when the process exits right after.
 const say = (line: string) => writeSync(1, `${line}\n`)
 let service: ReturnType<typeof spawn> | undefined
+let widgetPage: WidgetPage | undefined
 let stopping = false
 const shutdown = async (code: number) => {
   if (stopping) return
@@ -79,7 +82,7 @@ const shutdown = async (code: number) => {
     service.kill("SIGTERM")
     await new Promise((resolve) => service!.once("exit", resolve))
   }
-  await Promise.all([coingecko.close(), coinbase.close(), brevo.close()])
+  await Promise.all([coingecko.close(), coinbase.close(), brevo.close(), widgetPage?.close()])
   process.exit(code)
 }
 process.on("SIGINT", () => void shutdown(0))
@@ -130,7 +133,8 @@ if (smoke) {
     ["POST /api/subscribe", fetch(`${base}/api/subscribe`, { method: "POST", headers: json, body: JSON.stringify({ email: "demo@example.com", locale: "es" }) }), 200],
     ["POST /oauth/token", fetch(`${base}/oauth/token`, { method: "POST", headers: { authorization: `Basic ${basic}`, "content-type": "application/x-www-form-urlencoded" }, body: "grant_type=client_credentials" }), 200],
     ["GET /.well-known/oauth-authorization-server", fetch(`${base}/.well-known/oauth-authorization-server`), 200],
-    ["GET /docs", fetch(`${base}/docs`), 200]
+    ["GET /docs", fetch(`${base}/docs`), 200],
+    ["GET /widget.js", fetch(`${base}/widget.js`), 200]
   ]
   let ok = true
   for (const [name, response, expected] of checks) {
@@ -151,6 +155,9 @@ if (smoke) {
   say(`brevo emulator received ${brevo.received().length} request(s)`)
   await shutdown(ok ? 0 : 1)
 } else {
+  // Another origin for the widget's page: the next port, or any free one when that is taken.
+  const pagePort = port < 65535 && (await portProblem("127.0.0.1", port + 1)) === undefined ? port + 1 : 0
+  widgetPage = await startWidgetPage({ api: base, host: "127.0.0.1", port: pagePort })
   say(`
 Demo running offline at ${base}   (Ctrl-C stops everything)
   CoinGecko emulator: ${coingecko.url}
@@ -160,6 +167,8 @@ Demo running offline at ${base}   (Ctrl-C stops everything)
   Data:               ${dataDir}
 
   Docs:    ${base}/docs
+  Widget:  ${widgetPage.url}/   (a page of another origin embedding ${base}/widget.js,
+           under Content-Security-Policy: ${widgetPage.contentSecurityPolicy})
   Health:  curl -s ${base}/api/health
   Rates:   curl -s ${base}/api/v1/exchange-rates -H 'content-type: application/json' -d '{"cryptos":["BTC","ETH"],"days":7}'
   Sign-up: curl -s ${base}/api/subscribe -H 'content-type: application/json' -d '{"email":"you@example.com","locale":"en"}'

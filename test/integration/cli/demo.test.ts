@@ -1,6 +1,7 @@
 /**
  * `npm run demo` (test/emulators/demo.ts): a busy port is reported before anything else and stops the
- * demo; `--smoke` passes against its own instance; the banner prints plain URLs (no macOS `open`); and
+ * demo; `--smoke` passes against its own instance; the banner prints plain URLs (no macOS `open`), the widget's
+ * page among them on another origin; and
  * SIGTERM to `npm run demo` stops the service and the emulators with exit 0.
  */
 import { type ChildProcess, spawn } from "node:child_process"
@@ -55,7 +56,7 @@ describe("npm run demo", () => {
     const demo = launch(process.execPath, ["test/emulators/demo.ts", "--port", String(port), "--smoke"])
     const code = await within(30_000, demo.exit)
     expect(code, demo.out.stdout + demo.out.stderr).toBe(0)
-    expect(demo.out.stdout.match(/^ok {3}200 /gm)).toHaveLength(6)
+    expect(demo.out.stdout.match(/^ok {3}200 /gm)).toHaveLength(7)
     expect(await answers(port)).toBe(false)
   }, 35_000)
 
@@ -79,6 +80,12 @@ describe("npm run demo", () => {
     await new Promise((r) => setTimeout(r, 100)) // the rest of the banner
     expect(demo.out.stdout).toContain(`Demo running offline at http://127.0.0.1:${port}`)
     expect(demo.out.stdout).toMatch(new RegExp(`^  Docs: +http://127\\.0\\.0\\.1:${port}/docs$`, "m"))
+    // The widget's page: another origin (port), embedding the service's script under a CSP naming only the service.
+    const widgetPage = /^ {2}Widget: +(http:\/\/127\.0\.0\.1:(\d+)\/) /m.exec(demo.out.stdout)
+    expect(widgetPage?.[2]).not.toBe(String(port))
+    const pageResponse = await fetch(widgetPage![1]!)
+    expect(pageResponse.headers.get("content-security-policy")).toContain(`script-src http://127.0.0.1:${port};`)
+    expect(await pageResponse.text()).toContain(`<script type="module" src="http://127.0.0.1:${port}/widget.js">`)
     expect(demo.out.stdout).not.toMatch(/\bopen http/)
     expect(demo.out.stdout).toMatch(/DATA_DIR=\S+ npm run -s clients -- create/)
     expect(await answers(port)).toBe(true)

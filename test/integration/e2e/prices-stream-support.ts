@@ -1,8 +1,9 @@
 /**
  * Reading the price stream (C10) as a browser's EventSource would: the raw events of GET /api/v1/prices/stream, each
- * with the time it arrived; and the Coinbase emulator's own ticks, read on a connection of the test's.
+ * with the time it arrived; the Coinbase emulator's own ticks, read on a connection of the test's; and where a
+ * stream's price stands in what the emulator's feed published (its own record, not a reader's).
  */
-import WebSocket from "ws"
+import type { PublishedRecord, PublishedTrade } from "../../emulators/coinbase-feed-ticks.ts"
 
 export interface StreamEvent {
   readonly id: string | undefined
@@ -59,28 +60,43 @@ export const openStream = async (url: string, headers: Record<string, string> = 
   return { status: response.status, headers: response.headers, events, comments: () => comments, retry: () => retry, ended, close: () => abort.abort() }
 }
 
-export interface Tick {
-  readonly product: string
-  readonly price: number
-  readonly time: number
+/** How the feed told a price: its trade (`at` the trade's time), or a heartbeat naming that trade (`at` the heartbeat's). */
+export interface FeedOrigin {
+  readonly trade: PublishedTrade
+  readonly by: "trade" | "heartbeat"
+  /** When the emulator sent what the price's `at` is: the trade's time, or the heartbeat's. */
+  readonly sentAt: number
 }
 
-/** The emulator's ticker messages for `products`, as it sends them to any subscriber. */
-export const readTicks = async (wsUrl: string, products: ReadonlyArray<string>) => {
-  const ticks: Array<Tick> = []
-  const socket = new WebSocket(wsUrl, { headers: { "user-agent": "prices-stream-test/1.0 (+https://example.test)" } })
-  await new Promise((resolve, reject) => {
-    socket.once("open", resolve)
-    socket.once("error", reject)
-  })
-  socket.send(JSON.stringify({ type: "subscribe", product_ids: products, channels: ["ticker"] }))
-  socket.on("message", (data) => {
-    const message = JSON.parse(String(data)) as { type: string; product_id: string; price: string; time?: string }
-    if (message.type === "ticker" && message.time !== undefined) {
-      ticks.push({ product: message.product_id, price: Number(message.price), time: Date.parse(message.time) })
-    }
-  })
-  return { ticks, close: () => socket.close() }
+/**
+ * The published trade a stream's Coinbase price (`price`, observed `at`) is, in the emulator's record of one product:
+ * the trade of that price made at `at`, or the one of that price a heartbeat sent at `at` named (a heartbeat naming
+ * a pair's last trade moves its observation on, docs/rates.md "Live quotes"); undefined when the feed told no such price.
+ */
+export const feedOrigin = (record: PublishedRecord, price: number, at: number): FeedOrigin | undefined => {
+  const trade = record.trades.find((t) => t.time === at && t.price === price)
+  if (trade !== undefined) return { trade, by: "trade", sentAt: at }
+  for (const beat of record.heartbeats) {
+    if (beat.time !== at) continue
+    const named = record.trades.find((t) => t.tradeId === beat.lastTradeId && t.price === price)
+    if (named !== undefined) return { trade: named, by: "heartbeat", sentAt: at }
+  }
+  return undefined
+}
+
+/**
+ * The observations a pair's last price may carry once the feed has stopped (`record` taken at that moment): its last
+ * trade's price, at the time of any trade of the last run of that price (a stream sends a price when it changes) or of a
+ * heartbeat naming one of them.
+ */
+export const lastFeedPrice = (record: PublishedRecord): { readonly price: number; readonly at: ReadonlySet<number> } => {
+  const last = record.trades.at(-1)
+  if (last === undefined) throw new Error("the feed published no trade of the pair")
+  let first = record.trades.length - 1
+  while (first > 0 && record.trades[first - 1]!.price === last.price) first--
+  const run = record.trades.slice(first)
+  const ids = new Set(run.map((t) => t.tradeId))
+  return { price: last.price, at: new Set([...run.map((t) => t.time), ...record.heartbeats.filter((b) => ids.has(b.lastTradeId)).map((b) => b.time)]) }
 }
 
 export const waitFor = async (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000) => {

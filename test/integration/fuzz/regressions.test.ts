@@ -38,7 +38,7 @@ describe("fixed defects", () => {
     }
   )
 
-  // Found by http-surface.test.ts "path variants": the router percent-decodes and cuts at ';', but the
+  // Found by http-surface-methods-paths.test.ts "path variants": the router percent-decodes and cuts at ';', but the
   // edge decided CORS on the raw path, so /oauth/%74oken or /oauth/token;x got Access-Control-Allow-Origin.
   it.each(["/oauth/%74oken", "/oa%75th/token", "/oauth/token;x=1", "/%6Fauth/token"])(
     "no CORS on the token endpoint spelled %s (C2)",

@@ -3,24 +3,16 @@
  * Content-Security-Policy enforced it renders the three operations of the specification from the
  * service alone (offline), shows the contract's examples, and offers none of Scalar's hosted features.
  */
-import { existsSync } from "node:fs"
-import { chromium, type Browser } from "playwright-core"
+import type { Browser } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startTestApp, type TestApp } from "../../support/app.ts"
-
-const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
+import { launchChromium } from "../../support/chromium.ts"
 
 let app: TestApp
 let browser: Browser
 beforeAll(async () => {
-  if (!existsSync(executablePath)) {
-    throw new Error(`Chromium not found at ${executablePath}: run \`apt-get install -y chromium\` (npm test does it when run as root) or set CHROMIUM_PATH`)
-  }
   app = await startTestApp()
-  browser = await chromium.launch({
-    executablePath,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
-  })
+  browser = await launchChromium()
 }, 60_000)
 afterAll(async () => {
   await browser?.close()

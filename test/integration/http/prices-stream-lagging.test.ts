@@ -42,6 +42,13 @@ describe("a reader that does not read", () => {
   })
   afterAll(() => app?.close())
 
+  it("exports the streams' series at zero before any stream opens (rates and alerts work from the start)", async () => {
+    const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
+    for (const name of ["live_streams_open", "live_stream_events_total", "live_streams_closed_lagging_total"]) {
+      expect(text).toMatch(new RegExp(`^${name}(?:\\{[^}]*\\})? 0$`, "m"))
+    }
+  })
+
   it("is closed once its unread bytes pass the bound, counted, while another stream keeps getting events on time", async () => {
     const laggingBefore = await metric("live_streams_closed_lagging_total")
     const query = `cryptos=${SYMBOLS.join(",")}`

@@ -208,8 +208,9 @@ export const violationsOf = (model: OpenApiModel, publicBaseUrl: string, exchang
     if (declaredType !== undefined && !contentType.startsWith(declaredType)) {
       v.push(`${status} has Content-Type "${contentType}", the document declares ${declaredType}`)
     }
-    // An event stream's body is not read (support/fuzz/http.ts: it never ends); its head is checked above.
-    if (!isHead && declaredType !== undefined && !declaredType.startsWith("text/event-stream")) {
+    // A JSON body is checked against its schema; a text one (the widget's script) is text by definition, and an
+    // event stream's body is not read (support/fuzz/http.ts: it never ends); its head is checked above.
+    if (!isHead && declaredType !== undefined && /[/+]json$/.test(declaredType)) {
       const parsed = parseJson(res.text)
       if (!parsed.ok) v.push(`${status} body is not JSON: ${res.text.slice(0, 120)}`)
       else {

@@ -27,7 +27,8 @@ const setup = (options: { maxPerAddress?: number; maxStreams?: number; maxBuffer
   let now = 0
   const prices = new Map<string, HeldPrice>([["BTC", { price: 1, change24h: null, at: 0, source: "coinbase" }]])
   const hub = makeHub({
-    roundMs: 250,
+    roundMs: 50,
+    spacingMs: 250,
     heartbeatMs: 1_000,
     maxBufferedBytes: options.maxBufferedBytes ?? 1024,
     maxPerAddress: options.maxPerAddress ?? 100,
@@ -66,17 +67,46 @@ describe("the price hub", () => {
   })
 
   it("shares one buffer among the streams of a group, and a joining stream's snapshot is what the group holds", () => {
-    const { hub, open, set } = setup()
+    const { advance, hub, open, set } = setup()
     const a = open(["BTC"])
     set("BTC", 5)
     hub.round()
     const b = open(["BTC"])
     expect(b.events()[0]!.data.prices[0].price).toBe(5)
+    advance(250)
     set("BTC", 6)
     hub.round()
     expect(a.chunks.at(-1)).toBe(b.chunks.at(-1))
     expect(b.events().map((e) => e.data.price ?? e.data.prices[0].price)).toEqual([5, 6])
     expect(hub.stats()).toMatchObject({ open: 2, groups: 1 })
+  })
+
+  it("sends a symbol at most once per spacing: a change inside it goes out at the first round after, the latest winning, with an id above the snapshot of a stream that joined meanwhile", () => {
+    const { advance, hub, open, set } = setup()
+    const a = open(["BTC", "ETH"])
+    set("BTC", 2)
+    hub.round()
+    advance(100)
+    set("BTC", 3)
+    set("ETH", 30) // not held before: no spacing to wait for
+    hub.round()
+    advance(100)
+    set("BTC", 4)
+    hub.round()
+    expect(a.events().slice(1).map((e) => [e.data.symbol, e.data.price])).toEqual([["BTC", 2], ["ETH", 30]])
+    const b = open(["BTC", "ETH"])
+    advance(49)
+    hub.round()
+    expect(a.events()).toHaveLength(3)
+    advance(1)
+    hub.round()
+    for (const stream of [a, b]) {
+      const events = stream.events()
+      expect(events.at(-1)!.data).toMatchObject({ symbol: "BTC", price: 4 })
+      for (let i = 1; i < events.length; i++) expect(events[i]!.id).toBeGreaterThan(events[i - 1]!.id)
+    }
+    // The snapshot the joining stream got held BTC at 2 (what the group had sent), then BTC 4 as an event.
+    expect(b.events().map((e) => e.data.price ?? e.data.prices.map((p: { price: number }) => p.price))).toEqual([[2, 30], 4])
   })
 
   it("sends a comment after the heartbeat's silence, not before", () => {

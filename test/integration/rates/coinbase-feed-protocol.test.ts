@@ -1,110 +1,25 @@
 /**
- * The Coinbase emulator's WebSocket feed (test/emulators/coinbase-feed.ts), over Node's global WebSocket
- * client and, for the framing, a raw socket: the subscribe deadline, subscriptions, ticker messages at the
- * emulator's clock agreeing with its REST ticker and stats, heartbeats, error messages, the bounds, the
- * faults (disconnect, refuse, silent, normal) and the stats. Fast cadences (ticks every 100 ms).
+ * The Coinbase emulator's WebSocket feed (test/emulators/coinbase-feed.ts) as a client hears it, over Node's global
+ * WebSocket client and, for the framing, a raw socket: the framing of RFC 6455, the subscribe deadline, subscriptions,
+ * ticker messages at the emulator's clock agreeing with its REST ticker and stats, heartbeats, error messages and the
+ * stats, and its record of what it published. Its bounds, limits and faults: coinbase-feed-limits.test.ts. Fast cadences (ticks every 100 ms).
  */
 import { createHash, randomBytes } from "node:crypto"
-import { request } from "node:http"
 import { connect as tcpConnect } from "node:net"
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { type CoinbaseEmulator, startCoinbaseEmulator } from "../../emulators/coinbase.ts"
+import { describe, expect, it } from "vitest"
+import { startCoinbaseEmulator } from "../../emulators/coinbase.ts"
 import { coinbasePrice, DAY_MS } from "../../emulators/coinbase-data.ts"
 import { EMULATOR_NOW } from "../../support/rates.ts"
+import { AGENT, connect, DEADLINE_MS, emulator, HEARTBEAT_MS, sleep, subscribe, TICK_MS, until, useFeedEmulator } from "./coinbase-feed-support.ts"
 
-const TICK_MS = 100
-const HEARTBEAT_MS = 150
-const DEADLINE_MS = 300
-const AGENT = "crypto-landing-api/test (+http://localhost)"
 const TICKER_FIELDS = ["type", "sequence", "product_id", "price", "open_24h", "volume_24h", "low_24h", "high_24h", "volume_30d", "best_bid", "best_bid_size", "best_ask", "best_ask_size", "side", "time", "trade_id", "last_size"]
 
-let emulator: CoinbaseEmulator
-const opened: Array<WebSocket> = []
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-/**
- * The clock the feed's limits per address count by: real time, or held at `heldAt` while a test of those limits says so,
- * so that a burst is one instant however slowly a busy machine sends it.
- */
-let heldAt: number | undefined
-const limitsClock = () => heldAt ?? performance.now()
 /** The accept key of RFC 6455 §4.2.2, computed here: the server's is the `ws` package's. */
 const acceptKey = (key: string) => createHash("sha1").update(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest("base64")
 
-beforeAll(async () => {
-  emulator = await startCoinbaseEmulator({ now: EMULATOR_NOW, feed: { tickEveryMs: TICK_MS, heartbeatEveryMs: HEARTBEAT_MS, subscribeDeadlineMs: DEADLINE_MS, limitsClock } })
-})
-afterAll(() => emulator.close())
-beforeEach(() => {
-  emulator.setFeed("normal")
-  emulator.setNow(EMULATOR_NOW)
-  emulator.resetStats()
-})
-afterEach(async () => {
-  heldAt = undefined
-  for (const ws of opened.splice(0)) ws.close()
-  while (emulator.stats().feed.connections > 0) await sleep(5)
-})
-
-interface Received {
-  readonly at: number
-  readonly message: any
-}
-
-/** A feed client: every message received (with its arrival time), and how it closed. */
-const connect = (url = emulator.wsUrl) =>
-  new Promise<{ ws: WebSocket; received: Array<Received>; closed: Promise<CloseEvent>; send: (m: unknown) => void; of: (type: string, id?: string) => Array<any> }>((resolve, reject) => {
-    const ws = new WebSocket(url, { headers: { "user-agent": AGENT } } as unknown as Array<string>)
-    opened.push(ws)
-    const received: Array<Received> = []
-    const closed = new Promise<CloseEvent>((done) => ws.addEventListener("close", done))
-    ws.onmessage = (event) => received.push({ at: performance.now(), message: JSON.parse(String(event.data)) })
-    ws.onerror = () => reject(new Error("not connected"))
-    ws.onopen = () =>
-      resolve({
-        ws,
-        received,
-        closed,
-        send: (m) => ws.send(typeof m === "string" ? m : JSON.stringify(m)),
-        of: (type, id) => received.map((r) => r.message).filter((m) => m.type === type && (id === undefined || m.product_id === id))
-      })
-  })
-
-/** Waits until `test` holds (polling), or fails after `ms`. */
-const until = async (test: () => boolean, ms = 1_000) => {
-  const end = performance.now() + ms
-  while (!test()) {
-    if (performance.now() > end) throw new Error("condition not met in time")
-    await sleep(5)
-  }
-}
+useFeedEmulator()
 
 const get = (path: string) => fetch(`${emulator.url}${path}`).then((r) => r.json() as Promise<any>)
-const control = (body: unknown) => fetch(`${emulator.url}/__control`, { method: "POST", body: JSON.stringify(body) }).then((r) => r.json() as Promise<any>)
-const subscribe = (product_ids: Array<string>, channels: Array<unknown>) => ({ type: "subscribe", product_ids, channels })
-
-/** The status a plain HTTP upgrade request gets: 101, or the refusal's. */
-const upgradeStatus = (url = emulator.wsUrl, agent: string | null = AGENT) =>
-  new Promise<number>((resolve, reject) => {
-    const target = new URL(url)
-    const headers = {
-      connection: "Upgrade",
-      upgrade: "websocket",
-      "sec-websocket-version": "13",
-      "sec-websocket-key": randomBytes(16).toString("base64"),
-      ...(agent === null ? {} : { "user-agent": agent })
-    }
-    const req = request({ host: target.hostname, port: target.port, path: target.pathname, headers })
-    req.on("response", (res) => {
-      res.resume()
-      resolve(res.statusCode ?? 0)
-    })
-    req.on("upgrade", (_res, socket) => {
-      socket.destroy()
-      resolve(101)
-    })
-    req.on("error", reject)
-    req.end()
-  })
 
 /** A client on a bare TCP socket: the handshake's answer, the server's frames so far, masked frames out. */
 const rawClient = async () => {
@@ -300,72 +215,6 @@ describe("the Coinbase emulator's WebSocket feed", () => {
     expect(emulator.stats().feed.errors).toBe(cases.length)
   })
 
-  it("bounds: products per connection (cumulative) and connections (429 on upgrade)", async () => {
-    const small = await startCoinbaseEmulator({ now: EMULATOR_NOW, feed: { tickEveryMs: TICK_MS, maxConnections: 2, maxProductsPerConnection: 3 } })
-    try {
-      const client = await connect(small.wsUrl)
-      await connect(small.wsUrl)
-      expect(await upgradeStatus(small.wsUrl)).toBe(429)
-      client.send(subscribe(["BTC-USD", "ETH-USD", "SOL-USD", "LTC-USD"], ["ticker"]))
-      await until(() => client.received.length === 1)
-      expect(client.received[0]!.message).toEqual({ type: "error", message: "Failed to subscribe", reason: "too many products: at most 3 per connection" })
-      client.send(subscribe(["BTC-USD", "ETH-USD"], ["ticker", "heartbeat"]))
-      await until(() => client.of("subscriptions").length === 1)
-      client.send(subscribe(["SOL-USD", "LTC-USD"], ["heartbeat"]))
-      await until(() => client.of("error").length === 2)
-      expect(small.stats().feed).toMatchObject({ connections: 2, accepted: 2, refused: 1, subscribes: 3, errors: 2 })
-    } finally {
-      await small.close()
-    }
-  })
-
-  it("disconnect closes every connection now (1001) and clients may reconnect; by method and by control", async () => {
-    for (const disconnect of [() => emulator.setFeed("disconnect"), () => control({ feed: "disconnect" })]) {
-      const clients = await Promise.all([connect(), connect()])
-      for (const client of clients) client.send(subscribe(["BTC-USD"], ["ticker"]))
-      await until(() => clients.every((c) => c.of("subscriptions").length === 1))
-      await disconnect()
-      for (const client of clients) expect((await client.closed).code).toBe(1001)
-      await until(() => emulator.stats().feed.connections === 0)
-      const again = await connect()
-      again.send(subscribe(["BTC-USD"], ["ticker"]))
-      await until(() => again.of("ticker").length > 0)
-    }
-  })
-
-  it("refuse: new upgrades get 503 until normal, open connections keep their ticks", async () => {
-    const client = await connect()
-    client.send(subscribe(["ETH-USD"], ["ticker"]))
-    expect(await control({ feed: "refuse" })).toMatchObject({ feed: "refuse" })
-    expect(await upgradeStatus()).toBe(503)
-    await expect(connect()).rejects.toThrow("not connected")
-    const ticks = client.of("ticker").length
-    await until(() => client.of("ticker").length > ticks + 1)
-    emulator.setFeed("normal")
-    expect(await upgradeStatus()).toBe(101)
-    await connect()
-    expect(emulator.stats().feed).toMatchObject({ refused: 2, mode: "normal" })
-  })
-
-  it("silent: connections stay open and get nothing (no ticks, heartbeats, answers, deadline) until normal", async () => {
-    const client = await connect()
-    client.send(subscribe(["BTC-USD"], ["ticker", "heartbeat"]))
-    await until(() => client.of("ticker").length > 0 && client.of("heartbeat").length > 0)
-    emulator.setFeed("silent")
-    await sleep(30)
-    const heard = client.received.length
-    const quiet = await connect()
-    client.send(subscribe(["ETH-USD"], ["ticker"]))
-    await sleep(DEADLINE_MS + 2 * TICK_MS)
-    expect(client.received.length).toBe(heard)
-    expect(quiet.received).toEqual([])
-    expect([client.ws.readyState, quiet.ws.readyState]).toEqual([WebSocket.OPEN, WebSocket.OPEN])
-    emulator.setFeed("normal")
-    // The subscribe sent while silent was taken: ETH-USD ticks come too.
-    await until(() => client.of("ticker", "ETH-USD").length > 0 && client.of("heartbeat").length > 1)
-    expect((await quiet.closed).code).toBe(1008)
-  })
-
   it("counts connections, subscribe messages, ticks and heartbeats sent, per product, also in /__stats", async () => {
     const a = await connect()
     const b = await connect()
@@ -395,67 +244,42 @@ describe("the Coinbase emulator's WebSocket feed", () => {
     emulator.resetStats()
     expect(emulator.stats().feed).toMatchObject({ connections: 2, subscribes: 0, ticks: 0, byProduct: { "BTC-USD": { ticks: 0, subscribers: 1 } } })
   })
-})
 
-describe("the feed refuses what Coinbase refuses (docs/upstreams.md §4)", () => {
-  it("an upgrade without a User-Agent: 400, as Coinbase's REST answers", async () => {
-    expect(await upgradeStatus(emulator.wsUrl, null)).toBe(400)
-    expect(await upgradeStatus()).toBe(101)
-    expect(emulator.stats().feed.callers.byUserAgent).toEqual({ "": 1, [AGENT]: 1 })
-  })
-
-  it("per address: 8 connection requests a second, bursts of 20; past them 429 at the upgrade", async () => {
-    heldAt = performance.now()
-    const statuses = await Promise.all(Array.from({ length: 24 }, () => upgradeStatus()))
-    expect(statuses.filter((s) => s === 101)).toHaveLength(20)
-    expect(statuses.filter((s) => s === 429)).toHaveLength(4)
-    // About 8 a second come back.
-    heldAt += 400
-    const later = await Promise.all(Array.from({ length: 6 }, () => upgradeStatus()))
-    expect(later.filter((s) => s === 101).length).toBeGreaterThanOrEqual(2)
-    expect(later.filter((s) => s === 101).length).toBeLessThanOrEqual(5)
-    expect(emulator.stats().feed.limited.connections).toBe(4 + later.filter((s) => s === 429).length)
-  })
-
-  it("per address: past 100 messages a second from clients (all connections together), the one sending gets an error and is closed", async () => {
-    const [a, b] = await Promise.all([connect(), connect()])
-    heldAt = performance.now()
-    for (let i = 0; i < 60; i++) a.send(subscribe(["BTC-USD"], ["heartbeat"]))
-    // All of a's taken first (each answered), so that b's are the ones past the hundred.
-    await until(() => a.of("subscriptions").length === 60)
-    for (let i = 0; i < 41; i++) b.send(subscribe(["BTC-USD"], ["heartbeat"]))
-    expect((await b.closed).code).toBe(1008)
-    expect(b.of("error").at(-1)).toMatchObject({ type: "error", message: "Too many messages" })
-    expect(a.ws.readyState).toBe(WebSocket.OPEN)
-    expect(emulator.stats().feed.limited.messages).toBe(1)
-  })
-
-  it("per address: 10 subscriptions of a product on a channel; the eleventh subscribe naming it is refused whole", async () => {
-    const clients = await Promise.all(Array.from({ length: 11 }, () => connect()))
-    for (const client of clients.slice(0, 10)) client.send(subscribe(["BTC-USD"], ["ticker"]))
-    await until(() => clients.slice(0, 10).every((c) => c.of("subscriptions").length === 1))
-    const last = clients[10]!
-    last.send(subscribe(["ETH-USD", "BTC-USD"], ["ticker"]))
-    await until(() => last.of("error").length === 1)
-    expect(last.of("error")[0]).toEqual({ type: "error", message: "Failed to subscribe", reason: "BTC-USD has reached 10 subscriptions on ticker from this address" })
-    // Another channel, or another product, is another count.
-    last.send(subscribe(["BTC-USD", "ETH-USD"], ["heartbeat"]))
-    await until(() => last.of("subscriptions").length === 1)
-    expect(emulator.stats().feed.limited.subscriptions).toBe(1)
-  })
-
-  it("numeric-ticks: ticks write decimals as JSON numbers while heartbeats go on, until normal", async () => {
+  it("keeps what it published: each trade a subscriber read (not the dropped ones) and each heartbeat, also at /__published", async () => {
+    emulator.setNow(undefined)
     const client = await connect()
     client.send(subscribe(["BTC-USD"], ["ticker", "heartbeat"]))
-    await until(() => client.of("ticker").length > 1)
-    emulator.setFeed("numeric-ticks")
-    const before = client.of("ticker").length
-    await until(() => client.of("ticker").length > before + 1 && client.of("heartbeat").length > 1)
-    const tick = client.of("ticker").at(-1)
-    expect([typeof tick.price, typeof tick.open_24h, typeof tick.trade_id]).toEqual(["number", "number", "number"])
-    emulator.setFeed("normal")
-    const after = client.of("ticker").length
-    await until(() => client.of("ticker").length > after)
-    expect(typeof client.of("ticker").at(-1).price).toBe("string")
+    await until(() => client.of("ticker", "BTC-USD").length >= 8 && client.of("heartbeat", "BTC-USD").length >= 2, 10_000)
+    emulator.setFeed("silent")
+    const published = emulator.feedPublished("BTC-USD")
+    // What was sent before the silence may still be on its way.
+    await until(() => client.of("heartbeat", "BTC-USD").length === published.heartbeats.length &&
+      client.of("ticker", "BTC-USD").filter((t) => t.trade_id !== undefined).length === published.trades.length, 5_000)
+    const trades = client.of("ticker", "BTC-USD").filter((t) => t.trade_id !== undefined)
+    expect(published.trades).toEqual(trades.map((t) => ({ tradeId: t.trade_id, price: Number(t.price), time: Date.parse(t.time) })))
+    expect(published.trades.some((t) => t.tradeId % 5 === 0), "dropped trades are not published").toBe(false)
+    expect(published.heartbeats).toEqual(client.of("heartbeat", "BTC-USD").map((h) => ({ lastTradeId: h.last_trade_id, time: Date.parse(h.time) })))
+    expect(await get("/__published?product=BTC-USD")).toEqual(published)
+    expect(emulator.feedPublished("ETH-USD")).toEqual({ trades: [], heartbeats: [] })
+    emulator.resetStats()
+    expect(emulator.feedPublished("BTC-USD")).toEqual({ trades: [], heartbeats: [] })
+  })
+
+  it("keeps the last recordPerProduct trades and heartbeats of a product, no more", async () => {
+    const bounded = await startCoinbaseEmulator({ now: EMULATOR_NOW, feed: { tickEveryMs: 10, heartbeatEveryMs: 10, recordPerProduct: 3 } })
+    try {
+      const client = await connect(bounded.wsUrl)
+      client.send(subscribe(["ETH-USD"], ["ticker", "heartbeat"]))
+      await until(() => bounded.stats().feed.ticks >= 10 && bounded.stats().feed.heartbeats >= 10, 10_000)
+      bounded.setFeed("silent")
+      const { trades, heartbeats } = bounded.feedPublished("ETH-USD")
+      expect([trades.length, heartbeats.length]).toEqual([3, 3])
+      // The newest: the last heartbeat names the last trade (none dropped after it, or one).
+      expect(heartbeats.at(-1)!.lastTradeId - trades.at(-1)!.tradeId).toBeLessThanOrEqual(1)
+      expect(trades.map((t) => t.tradeId)).toEqual([...trades.map((t) => t.tradeId)].sort((a, b) => a - b))
+      client.ws.close()
+    } finally {
+      await bounded.close()
+    }
   })
 })
