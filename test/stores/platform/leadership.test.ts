@@ -32,7 +32,14 @@ const instance = async (layer: Layer.Layer<Leadership, unknown>, name = "role") 
   return { state, leadership, scope }
 }
 
-const onRedis = (prefix: string) => LeadershipRedis.layerRedis({ prefix, leaseMs: 1_000, checkMs: 100 }).pipe(Layer.provide(NodeRedis.layer({ url: redisUrl })))
+/**
+ * Shorter than production's (20 s, 5 s), but a check period long enough for a busy machine: a Redis answer slower than
+ * one check counts as Redis away (the instance leads alone), so a check of 100 ms made two leaders when the machine
+ * held a call up that long.
+ */
+const LEASE_MS = 4_000
+const CHECK_MS = 1_000
+const onRedis = (prefix: string) => LeadershipRedis.layerRedis({ prefix, leaseMs: LEASE_MS, checkMs: CHECK_MS }).pipe(Layer.provide(NodeRedis.layer({ url: redisUrl })))
 
 const until = async (test: () => boolean, ms: number) => {
   const end = Date.now() + ms
@@ -46,23 +53,25 @@ describe("Leadership through Redis", () => {
   it("of two instances one leads, the other follows; the follower leads at once when the leader stops", async () => {
     const prefix = `test-lead-${randomUUID()}:`
     const a = await instance(onRedis(prefix))
-    await until(() => a.state.role === "lead", 2_000)
+    await until(() => a.state.role === "lead", 5_000)
     const b = await instance(onRedis(prefix))
-    await until(() => b.state.role === "follow", 2_000)
-    await sleep(500)
+    await until(() => b.state.role === "follow", 5_000)
+    // Two more checks each: the roles hold.
+    await sleep(2 * CHECK_MS)
     expect([a.state.role, b.state.role]).toEqual(["lead", "follow"])
     await Effect.runPromise(Scope.close(a.scope, Exit.void))
-    await until(() => b.state.role === "lead", 500)
+    // Given back: the next check takes it, not the lease's end.
+    await until(() => b.state.role === "lead", 2 * CHECK_MS)
   })
 
   it("a leader that went without a word (its lease not given back) is replaced once the lease runs out", async () => {
     const prefix = `test-lead-${randomUUID()}:`
     const redis = NodeRedis.layer({ url: redisUrl })
     // A lease held by an instance that is gone: nobody renews it.
-    await Effect.runPromise(Effect.flatMap(Redis.Redis, (r) => r.send("SET", `${prefix}lease:role`, "gone", "PX", "800")).pipe(Effect.provide(redis), Effect.scoped))
+    await Effect.runPromise(Effect.flatMap(Redis.Redis, (r) => r.send("SET", `${prefix}lease:role`, "gone", "PX", String(LEASE_MS))).pipe(Effect.provide(redis), Effect.scoped))
     const b = await instance(onRedis(prefix))
-    await until(() => b.state.role === "follow", 1_000)
-    await until(() => b.state.role === "lead", 2_000)
+    await until(() => b.state.role === "follow", LEASE_MS)
+    await until(() => b.state.role === "lead", LEASE_MS + 2 * CHECK_MS)
   })
 
   it("what is published on a channel reaches every listener", async () => {
