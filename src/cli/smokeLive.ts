@@ -1,5 +1,5 @@
 /**
- * The check before a release, against the real providers (issue 32, point 5): one call of each kind the
+ * The check before a release, against the real providers (docs/deployment.md "Before a release"): one call of each kind the
  * service makes, with the service's own clients, schemas and User-Agent, and a few seconds of Coinbase's
  * feed; prints what each provider answered, and exits 1 on a refusal or an answer we cannot read.
  *

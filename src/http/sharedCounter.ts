@@ -1,5 +1,5 @@
 /**
- * Request counts shared through Redis at close to in-memory cost (C8, issue 16): each instance counts
+ * Request counts shared through Redis at close to in-memory cost (C8): each instance counts
  * in its own memory and reconciles with Redis in batches every `syncEveryMillis` (one script call
  * per batch: INCRBY of the local deltas, the global totals read back). A request is decided locally
  * from the global count last seen plus this instance's own counts not yet seen there, so the common

@@ -2,7 +2,7 @@
  * A map bounded in entries and in bytes, the least recently used out first, approximated by second
  * chance (CLOCK): a read only flags its entry, and eviction moves a flagged entry to the back instead
  * of dropping it. Re-inserting on every read (the exact LRU of a Map) makes V8 rebuild a long-lived
- * Map's table in the old generation, which under load costs a major GC a second (issue 17).
+ * Map's table in the old generation, which under load costs a major GC a second.
  */
 export interface BoundedLru<V> {
   /** The value for `key`, flagged as used; undefined when absent. */
