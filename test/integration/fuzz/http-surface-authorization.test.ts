@@ -8,7 +8,8 @@ import { describe, expect, it } from "vitest"
 import { oddUnicode } from "../../support/fuzz/arbitraries.ts"
 import { expectNoViolations, fuzzParams } from "../../support/fuzz/harness.ts"
 import { jsonOf } from "../../support/fuzz/invariants.ts"
-import { allScopesToken, happyRequest, healthOnlyToken, target, useSurfaceTarget } from "./http-surface-support.ts"
+import { happyRequest } from "../../support/fuzz/happyRequest.ts"
+import { allScopesToken, healthOnlyToken, target, useSurfaceTarget } from "./http-surface-support.ts"
 
 useSurfaceTarget()
 

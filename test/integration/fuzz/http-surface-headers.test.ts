@@ -5,7 +5,8 @@
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { expectNoViolations, fuzzParams } from "../../support/fuzz/harness.ts"
-import { happyRequest, knownPaths, target, useSurfaceTarget, withHappyQuery } from "./http-surface-support.ts"
+import { happyRequest } from "../../support/fuzz/happyRequest.ts"
+import { knownPaths, target, useSurfaceTarget, withHappyQuery } from "./http-surface-support.ts"
 
 useSurfaceTarget()
 

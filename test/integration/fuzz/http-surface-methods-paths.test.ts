@@ -7,7 +7,8 @@ import { describe, expect, it } from "vitest"
 import { oddUnicode } from "../../support/fuzz/arbitraries.ts"
 import { expectNoViolations, fuzzParams } from "../../support/fuzz/harness.ts"
 import { jsonOf, resolveTarget } from "../../support/fuzz/invariants.ts"
-import { happyRequest, knownPaths, METHODS, target, useSurfaceTarget, withHappyQuery } from "./http-surface-support.ts"
+import { happyRequest } from "../../support/fuzz/happyRequest.ts"
+import { knownPaths, METHODS, target, useSurfaceTarget, withHappyQuery } from "./http-surface-support.ts"
 
 useSurfaceTarget()
 

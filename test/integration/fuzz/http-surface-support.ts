@@ -12,7 +12,7 @@
  * - CONNECT → the connection is closed (the server has no 'connect' listener).
  */
 import { afterAll, beforeAll } from "vitest"
-import { basic, tokenFor } from "../../support/app.ts"
+import { tokenFor } from "../../support/app.ts"
 import { type FuzzTarget, startFuzzTarget } from "../../support/fuzz/harness.ts"
 
 /** The file's fuzz target and its tokens, started by `useSurfaceTarget`'s beforeAll. */
@@ -30,19 +30,6 @@ export const useSurfaceTarget = () => {
   afterAll(() => target.close())
 }
 
-/** A request every operation answers 200 to (anonymous, fakes behind). */
-export const happyRequest = (path: string, method: string): { headers: Array<[string, string]>; body?: string } => {
-  if (method !== "POST") return { headers: [] }
-  if (path === "/api/v1/exchange-rates") return { headers: [["Content-Type", "application/json"]], body: '{"cryptos":["BTC"]}' }
-  if (path === "/api/subscribe") return { headers: [["Content-Type", "application/json"]], body: '{"email":"paths@example.com","locale":"en"}' }
-  if (path === "/oauth/token") {
-    return {
-      headers: [["Content-Type", "application/x-www-form-urlencoded"], ["Authorization", basic("svc-all", "secret-all")]],
-      body: "grant_type=client_credentials"
-    }
-  }
-  return { headers: [] }
-}
 
 /**
  * The query a GET needs to be answered 200 (GET /api/v1/rates and the price stream: their `cryptos`), if any. The

@@ -2,7 +2,7 @@
  * The specification's method table over real HTTP, with fakes behind: every path the service serves by every method.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { basic } from "../../support/app.ts"
+import { happyRequest } from "../../support/fuzz/happyRequest.ts"
 import { expectNoViolations, type FuzzTarget, startFuzzTarget } from "../../support/fuzz/harness.ts"
 import { resolveTarget } from "../../support/fuzz/invariants.ts"
 import { expectProblem } from "../../support/problems.ts"
@@ -49,15 +49,8 @@ describe("every method on every path", () => {
   const requestFor = (path: string, method: string): { headers: Array<[string, string]>; body?: string } => {
     if (method === "GET" || method === "HEAD") return { headers: [] }
     if (method !== "POST") return { headers: [["Content-Type", "text/plain;charset=UTF-8"]], body: "{}" }
-    if (path === "/api/v1/exchange-rates") return { headers: [["Content-Type", "application/json"]], body: '{"cryptos":["BTC"]}' }
-    if (path === "/api/subscribe") return { headers: [["Content-Type", "application/json"]], body: '{"email":"paths@example.com","locale":"en"}' }
-    if (path === "/oauth/token") {
-      return {
-        headers: [["Content-Type", "application/x-www-form-urlencoded"], ["Authorization", basic("svc-all", "secret-all")]],
-        body: "grant_type=client_credentials"
-      }
-    }
-    return { headers: [["Content-Type", "text/plain;charset=UTF-8"]], body: "{}" }
+    const happy = happyRequest(path, method)
+    return happy.body === undefined ? { headers: [["Content-Type", "text/plain;charset=UTF-8"]], body: "{}" } : happy
   }
 
   it("names every path of the served OpenAPI document with its methods", () => {
